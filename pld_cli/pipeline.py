@@ -1,0 +1,87 @@
+"""The whole flow of one job: source → prompt → tokens → draft/verify loop → spans → output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .decode import DecodeConfig, Pass, generate
+from .errors import PldError
+from .models import LoadedModel
+from .prompts import Task, finish, prompt_ids
+from .runtime import DynamicRuntime, Runtime
+from .stats import Stats
+
+
+@dataclass(frozen=True)
+class Span:
+    text: str
+    copied: bool  # accepted draft tokens (copied) or the model's own tokens
+
+
+@dataclass
+class Result:
+    text: str
+    token_ids: list[int]
+    stats: Stats
+
+    @property
+    def complete(self) -> bool:
+        """The model ended the text itself (EOS), rather than running out of tokens."""
+        return self.stats.stop == "eos"
+
+
+Observer = Callable[[list[Span], Stats], None]
+
+
+def run(
+    loaded: LoadedModel,
+    task: Task,
+    config: DecodeConfig,
+    runtime: Runtime | None = None,
+    observe: Observer | None = None,
+) -> Result:
+    runtime = runtime or DynamicRuntime(loaded.model)
+    ids = prompt_ids(loaded.tokenizer, task)
+    check_fits(len(ids), config.max_new_tokens, runtime.context_limit)
+    stats, spans = Stats(), SpanDecoder(loaded.tokenizer)
+    for event in generate(runtime, ids, loaded.eos_ids, config):
+        stats.add(event)
+        if isinstance(event, Pass):
+            new_spans = spans.feed(event)
+            if observe:
+                observe(new_spans, stats)
+    text = loaded.tokenizer.decode(spans.ids, skip_special_tokens=True)
+    return Result(finish(task, text), spans.ids, stats)
+
+
+def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:
+    if prompt_tokens + max_new_tokens > context:
+        raise PldError(
+            f"input too long: {prompt_tokens} prompt tokens + {max_new_tokens} new tokens "
+            f"(--max-new-tokens) exceed the model's context of {context} tokens"
+        )
+
+
+class SpanDecoder:
+    """Turns each pass's tokens into new text, split into copied and model-produced spans."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+
+    def feed(self, step: Pass) -> list[Span]:
+        spans = []
+        parts = ((step.emitted[: step.accepted], True), (step.emitted[step.accepted :], False))
+        for tokens, copied in parts:
+            if not tokens:
+                continue
+            self.ids.extend(tokens)
+            text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+            if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
+                continue
+            if len(text) > len(self.text):
+                spans.append(Span(text[len(self.text) :], copied))
+            self.text = text
+        return spans

@@ -1,0 +1,1 @@
+"""Prompt templates for pld tasks, installed as the package data of `pld_cli.templates`."""
