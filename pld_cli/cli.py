@@ -8,16 +8,39 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
-from .decode import DecodeConfig
+try:  # typer >= 0.2x vendors its own click
+    from typer._click import exceptions as click_exceptions
+except ImportError:
+    from click import exceptions as click_exceptions
+
+from .bench_cli import bench
 from .errors import PldError
 from .files import atomic_write, read_document
-from .models import ModelSpec, load_model
+from .models import load_model
+from .options import (
+    CompareOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    LiveOpt,
+    MaxNewOpt,
+    ModelOpt,
+    NgramMaxOpt,
+    NgramMinOpt,
+    NoPldOpt,
+    NumDraftOpt,
+    Options,
+    QuietOpt,
+    RemoteCodeOpt,
+    RevisionOpt,
+    StatsOpt,
+    VerboseOpt,
+    options,
+)
 from .pipeline import Result, run
 from .prompts import Task
-from .render import Ui
 
 app = typer.Typer(
     add_completion=False,
@@ -25,105 +48,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Edit and summarize documents with a local language model, sped up by prompt lookup.",
 )
-
-MODEL = "Model"
-DECODING = "Decoding"
-DISPLAY = "Display"
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "-m",
-        "--model",
-        help="Hub id, local folder or .gguf file [default: embedded SmolLM2-135M-Instruct]",
-        rich_help_panel=MODEL,
-    ),
-]
-RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision.", rich_help_panel=MODEL)]
-DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N", rich_help_panel=MODEL)]
-DtypeOpt = Annotated[
-    str, typer.Option(help="auto | float32 | bfloat16 | float16", rich_help_panel=MODEL)
-]
-RemoteCodeOpt = Annotated[
-    bool, typer.Option(help="Allow the model's own code from the hub.", rich_help_panel=MODEL)
-]
-MaxNewOpt = Annotated[
-    int, typer.Option(min=1, help="Most tokens to generate.", rich_help_panel=DECODING)
-]
-NgramMaxOpt = Annotated[
-    int, typer.Option(min=1, help="Longest n-gram to match.", rich_help_panel=DECODING)
-]
-NgramMinOpt = Annotated[
-    int, typer.Option(min=1, help="Shortest n-gram to match.", rich_help_panel=DECODING)
-]
-NumDraftOpt = Annotated[
-    int, typer.Option(min=0, help="Most draft tokens verified per pass.", rich_help_panel=DECODING)
-]
-NoPldOpt = Annotated[
-    bool,
-    typer.Option("--no-pld", help="Plain greedy decoding, no drafting.", rich_help_panel=DECODING),
-]
-LiveOpt = Annotated[bool, typer.Option(help="Live view on a terminal.", rich_help_panel=DISPLAY)]
-QuietOpt = Annotated[
-    bool,
-    typer.Option("-q", "--quiet", help="Nothing on stderr but errors.", rich_help_panel=DISPLAY),
-]
-StatsOpt = Annotated[
-    bool,
-    typer.Option("--stats", help="A stats table on stderr at the end.", rich_help_panel=DISPLAY),
-]
-CompareOpt = Annotated[
-    bool,
-    typer.Option(
-        "--compare",
-        help="Also decode without drafting; report the measured speedup.",
-        rich_help_panel=DISPLAY,
-    ),
-]
-JsonOpt = Annotated[
-    bool,
-    typer.Option(
-        "--json", help="One JSON object on stdout instead of text.", rich_help_panel=DISPLAY
-    ),
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", help="Library warnings on stderr.", rich_help_panel=DISPLAY)
-]
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    model: ModelSpec
-    decode: DecodeConfig
-    ui: Ui
-    stats: bool
-    compare: bool
-    json: bool
-
-
-def options(params: dict) -> Options:
-    """The shared options of edit and summarize, from a command's parameters."""
-    if params["ngram_min"] > params["ngram_max"]:
-        raise PldError("--ngram-min must not exceed --ngram-max", code=2)
-    return Options(
-        model=ModelSpec(
-            params["model"],
-            params["revision"],
-            params["device"],
-            params["dtype"],
-            params["trust_remote_code"],
-        ),
-        decode=DecodeConfig(
-            max_new_tokens=params["max_new_tokens"],
-            num_draft=params["num_draft"],
-            ngram_max=params["ngram_max"],
-            ngram_min=params["ngram_min"],
-            use_pld=not params["no_pld"],
-        ),
-        ui=Ui(quiet=params["quiet"], live=params["live"], verbose=params["verbose"]),
-        stats=params["stats"],
-        compare=params["compare"],
-        json=params["json_out"],
-    )
 
 
 @app.command()
@@ -197,6 +121,9 @@ def summarize(
     execute(Task("summarize", text, name=name), opts, output)
 
 
+app.command()(bench)
+
+
 def execute(task: Task, opts: Options, destination: Path | None) -> None:
     ui = opts.ui
     quiet_libraries(ui.verbose)
@@ -256,10 +183,13 @@ def quiet_libraries(verbose: bool) -> None:
 def main() -> None:
     try:
         code = app(standalone_mode=False)
-    except click.UsageError as exc:
+    except click_exceptions.UsageError as exc:
         print(f"pld: error: {exc.format_message()} (see pld --help)", file=sys.stderr)
         code = 2
-    except click.Abort:
+    except click_exceptions.ClickException as exc:
+        print(f"pld: error: {exc.format_message()}", file=sys.stderr)
+        code = exc.exit_code
+    except typer.Abort:
         code = 130
     except PldError as exc:
         print(f"pld: error: {exc}", file=sys.stderr)

@@ -1,0 +1,391 @@
+"""Benchmarking decoding methods on equal terms: one model, same prompts, methods interleaved.
+
+Each method is a runner (model, prompt ids, config) -> Run; `greedy` and `pld` are pld's own loop
+with drafting off and on, `hf-pld` is transformers' built-in prompt lookup. Per item, every repeat
+runs every method in turn so machine drift hits all alike; times are medians over the repeats and
+the speedup is measured against greedy, next to the estimate 1 / (f/L + (1 - f)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .decode import DecodeConfig, Pass, generate
+from .errors import PldError
+from .files import read_document
+from .models import LoadedModel
+from .pipeline import check_fits
+from .prompts import Task, prompt_ids
+from .runtime import DynamicRuntime, context_limit
+from .stats import Stats
+
+HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
+WARMUP_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    corpus: str  # the corpus folder's name
+    task: Task
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one decode produced. None where a method cannot tell (see run_hf_pld)."""
+
+    token_ids: list[int]  # the new tokens, EOS included
+    prompt_tokens: int
+    passes: int
+    drafted_tokens: int | None
+    accepted_tokens: int
+    passes_accepting: int | None
+    decode_s: float
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+Runner = Callable[[LoadedModel, list[int], DecodeConfig], Run]
+
+
+def run_loop(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
+    """pld's own decode loop (no text decoding: only tokens and timings)."""
+    stats, tokens = Stats(), []
+    for event in generate(DynamicRuntime(loaded.model), ids, loaded.eos_ids, config):
+        stats.add(event)
+        if isinstance(event, Pass):
+            tokens.extend(event.emitted)
+    return Run(
+        tokens,
+        len(ids),
+        stats.passes,
+        stats.drafted_tokens,
+        stats.accepted_tokens,
+        stats.passes_accepting,
+        stats.decode_s,
+    )
+
+
+def run_greedy(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
+    return run_loop(loaded, ids, dataclasses.replace(config, use_pld=False))
+
+
+def run_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
+    return run_loop(loaded, ids, dataclasses.replace(config, use_pld=True))
+
+
+def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
+    """transformers' generate with prompt lookup, measured with a forward hook on the model.
+
+    The first forward call is the prefill (it also verifies a first draft and emits tokens);
+    passes are the calls after it. decode_s runs from the end of that call to the end of generate.
+    generate does not report its drafts: each call emits its accepted draft tokens plus one, so
+    accepted = new_tokens - calls = (new_tokens - 1) - passes. How many tokens were drafted and how
+    many passes accepted any are unknown: drafted_tokens and passes_accepting are None (null).
+    """
+    model, ends = loaded.model, []
+    device = model.get_input_embeddings().weight.device
+
+    def hook(*_) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ends.append(time.perf_counter())
+
+    x = torch.tensor([ids], device=device)
+    pad = loaded.tokenizer.pad_token_id
+    eos = sorted(loaded.eos_ids)
+    handle = model.register_forward_hook(hook)
+    try:
+        out = model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            prompt_lookup_num_tokens=HF_LOOKUP_TOKENS,
+            do_sample=False,
+            max_new_tokens=config.max_new_tokens,
+            eos_token_id=eos,
+            pad_token_id=eos[0] if pad is None else pad,
+        )
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        end = time.perf_counter()
+    finally:
+        handle.remove()
+    tokens = out[0, len(ids) :].tolist()
+    passes = max(len(ends) - 1, 0)
+    accepted = max(len(tokens) - 1 - passes, 0)
+    return Run(tokens, len(ids), passes, None, accepted, None, end - ends[0] if ends else 0.0)
+
+
+RUNNERS: dict[str, Runner] = {"greedy": run_greedy, "pld": run_pld, "hf-pld": run_hf_pld}
+
+
+@dataclass
+class MethodResult:
+    run: Run  # the first repeat's tokens and counts
+    decode_s: float  # median over the repeats
+    speedup_vs_greedy: float | None = None
+    identical_to_greedy: bool | None = None
+    first_divergence: int | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.run.new_tokens / self.decode_s if self.decode_s else 0.0
+
+    @property
+    def copy_rate(self) -> float:
+        return self.run.accepted_tokens / self.run.new_tokens if self.run.new_tokens else 0.0
+
+    @property
+    def mean_accepted(self) -> float | None:
+        if self.run.passes_accepting is None:
+            return None
+        accepting = self.run.passes_accepting
+        return self.run.accepted_tokens / accepting if accepting else 0.0
+
+    @property
+    def predicted_speedup(self) -> float | None:
+        f, run = self.copy_rate, self.mean_accepted
+        if run is None:
+            return None
+        return 1.0 / (f / run + (1.0 - f)) if run else 1.0
+
+    def as_dict(self) -> dict:
+        run = self.run
+        return {
+            "prompt_tokens": run.prompt_tokens,
+            "new_tokens": run.new_tokens,
+            "passes": run.passes,
+            "tokens_per_pass": rounded(run.new_tokens / run.passes if run.passes else 0.0, 3),
+            "drafted_tokens": run.drafted_tokens,
+            "accepted_tokens": run.accepted_tokens,
+            "decode_s": rounded(self.decode_s, 6),
+            "tokens_per_s": rounded(self.tokens_per_s, 2),
+            "copy_rate": rounded(self.copy_rate, 4),
+            "mean_accepted": rounded(self.mean_accepted, 3),
+            "predicted_speedup": rounded(self.predicted_speedup, 3),
+            "speedup_vs_greedy": rounded(self.speedup_vs_greedy, 3),
+            "identical_to_greedy": self.identical_to_greedy,
+            "first_divergence": self.first_divergence,
+        }
+
+
+@dataclass
+class ItemResult:
+    item: Item
+    methods: dict[str, MethodResult]
+
+
+@dataclass
+class Report:
+    model: str
+    device: str
+    dtype: str
+    repeat: int
+    max_new_tokens: int
+    items: list[ItemResult] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def summary(self) -> dict[str, dict[str, dict]]:
+        """Per corpus and method: aggregate tok/s, its ratio to greedy's, items identical."""
+        out: dict[str, dict[str, dict]] = {}
+        for corpus in dict.fromkeys(r.item.corpus for r in self.items):
+            results = [r.methods for r in self.items if r.item.corpus == corpus]
+            rates = {m: aggregate_rate([r[m] for r in results]) for m in results[0]}
+            out[corpus] = {
+                method: {
+                    "tokens_per_s": rounded(rate, 2),
+                    "speedup_vs_greedy": rounded(rate / rates["greedy"], 3)
+                    if rates.get("greedy")
+                    else None,
+                    "identical_items": sum(bool(r[method].identical_to_greedy) for r in results)
+                    if "greedy" in rates
+                    else None,
+                    "items": len(results),
+                }
+                for method, rate in rates.items()
+            }
+        return out
+
+    def as_json(self) -> dict:
+        """The `--json` object; these names are an interface."""
+        return {
+            "model": self.model,
+            "device": self.device,
+            "dtype": self.dtype,
+            "repeat": self.repeat,
+            "max_new_tokens": self.max_new_tokens,
+            "wall_s": rounded(self.wall_s, 3),
+            "items": [
+                {
+                    "id": r.item.id,
+                    "corpus": r.item.corpus,
+                    "task": r.item.task.kind,
+                    "methods": {m: res.as_dict() for m, res in r.methods.items()},
+                }
+                for r in self.items
+            ],
+            "summary": self.summary(),
+        }
+
+    def diverging(self, method: str = "pld") -> list[str]:
+        """Ids of the items where `method`'s tokens differ from greedy's."""
+        return [
+            r.item.id
+            for r in self.items
+            if method in r.methods and r.methods[method].identical_to_greedy is False
+        ]
+
+
+def pooled_mean_accepted(report: Report, corpus: str, method: str = "pld") -> float | None:
+    """A corpus's mean accepted run L for a method: its accepted tokens over accepting passes."""
+    runs = [
+        r.methods[method].run
+        for r in report.items
+        if r.item.corpus == corpus and method in r.methods
+    ]
+    if not runs or any(run.passes_accepting is None for run in runs):
+        return None
+    accepting = sum(run.passes_accepting for run in runs)
+    return sum(run.accepted_tokens for run in runs) / accepting if accepting else None
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def aggregate_rate(results: Sequence[MethodResult]) -> float:
+    seconds = sum(r.decode_s for r in results)
+    return sum(r.run.new_tokens for r in results) / seconds if seconds else 0.0
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token (or the shorter length), None when a == b."""
+    if list(a) == list(b):
+        return None
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+def load_corpus(folder: Path) -> list[Item]:
+    """The items of a corpus folder's manifest.jsonl, documents read and checked."""
+    manifest = Path(folder) / "manifest.jsonl"
+    if not manifest.is_file():
+        raise PldError(f"{folder}: no manifest.jsonl (expected a corpus folder)")
+    corpus = Path(folder).resolve().name
+    items = []
+    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            items.append(manifest_item(json_line(line, f"{manifest}:{number}"), manifest, number))
+    if not items:
+        raise PldError(f"{manifest}: no items")
+    return [Item(entry_id, corpus, task) for entry_id, task in items]
+
+
+def json_line(line: str, where: str) -> dict:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PldError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(entry, dict):
+        raise PldError(f"{where}: expected a JSON object")
+    return entry
+
+
+def manifest_item(entry: dict, manifest: Path, number: int) -> tuple[str, Task]:
+    where = f"{manifest}:{number}"
+    for key in ("id", "task", "file"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise PldError(f'{where}: missing or empty "{key}"')
+    kind = entry["task"]
+    if kind not in ("edit", "summarize"):
+        raise PldError(f'{where}: task must be "edit" or "summarize", not "{kind}"')
+    instruction = entry.get("instruction", "")
+    if kind == "edit" and (not isinstance(instruction, str) or not instruction.strip()):
+        raise PldError(f'{where}: an edit needs an "instruction"')
+    text, name = read_document(str(manifest.parent / entry["file"]))
+    return entry["id"], Task(kind, text, instruction.strip() if kind == "edit" else "", name)
+
+
+def load_corpora(folders: Sequence[Path]) -> list[Item]:
+    items = [item for folder in folders for item in load_corpus(folder)]
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        if (item.corpus, item.id) in seen:
+            raise PldError(f"corpus {item.corpus}: item id {item.id!r} appears twice")
+        seen.add((item.corpus, item.id))
+    return items
+
+
+Progress = Callable[[str], None]
+
+
+def run_bench(
+    loaded: LoadedModel,
+    items: Sequence[Item],
+    methods: Sequence[str],
+    config: DecodeConfig,
+    repeat: int = 1,
+    progress: Progress = lambda _: None,
+) -> Report:
+    """Warm up, then for each item and repeat run each method in turn; medians over repeats."""
+    start = time.perf_counter()
+    report = Report(loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens)
+    limit = context_limit(loaded.model)
+    prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
+    for item, ids in zip(items, prompts, strict=True):
+        try:
+            check_fits(len(ids), config.max_new_tokens, limit)
+        except PldError as exc:
+            raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
+    warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
+    for method in methods:
+        RUNNERS[method](loaded, prompts[0], warm)
+        progress(f"warm-up {method}")
+    for item, ids in zip(items, prompts, strict=True):
+        runs: dict[str, list[Run]] = {method: [] for method in methods}
+        for _ in range(repeat):
+            for method in methods:
+                runs[method].append(RUNNERS[method](loaded, ids, config))
+                progress(f"{item.corpus}/{item.id} {method}")
+        report.items.append(ItemResult(item, compare(runs)))
+    report.wall_s = time.perf_counter() - start
+    return report
+
+
+def compare(runs: dict[str, list[Run]]) -> dict[str, MethodResult]:
+    """One item's results: first repeat's tokens, median time, measured against greedy."""
+    results = {
+        method: MethodResult(reps[0], statistics.median(r.decode_s for r in reps))
+        for method, reps in runs.items()
+    }
+    greedy = results.get("greedy")
+    if greedy is None:
+        return results
+    for result in results.values():
+        result.first_divergence = first_divergence(greedy.run.token_ids, result.run.token_ids)
+        result.identical_to_greedy = result.first_divergence is None
+        result.speedup_vs_greedy = greedy.decode_s / result.decode_s if result.decode_s else None
+    return results
+
+
+def parse_methods(text: str) -> list[str]:
+    methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in methods if m not in RUNNERS]
+    if unknown or not methods:
+        raise PldError(
+            f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
+            f"expected a comma-separated list of {', '.join(RUNNERS)}",
+            code=2,
+        )
+    return methods

@@ -1,0 +1,117 @@
+"""`pld bench`: decoding methods compared on corpora of edit and summarize tasks, one model loaded.
+
+Everything the user can get wrong (methods, manifests, documents, the plot's matplotlib) is
+checked before the model loads; results go to a table, `--json FILE` and `--plot FILE.png`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import bench_view
+from .bench import load_corpora, parse_methods, run_bench
+from .errors import PldError
+from .files import atomic_write
+from .models import load_model
+from .options import (
+    DeviceOpt,
+    DtypeOpt,
+    MaxNewOpt,
+    ModelOpt,
+    NgramMaxOpt,
+    NgramMinOpt,
+    NumDraftOpt,
+    QuietOpt,
+    RemoteCodeOpt,
+    RevisionOpt,
+    VerboseOpt,
+    decode_config,
+    model_spec,
+)
+from .render import Ui
+
+BENCH = "Benchmark"
+
+
+def bench(
+    corpus: Annotated[
+        list[Path], typer.Argument(help="Corpus folders, each with a manifest.jsonl.")
+    ],
+    methods: Annotated[
+        str,
+        typer.Option(help="Comma-separated: greedy, pld, hf-pld.", rich_help_panel=BENCH),
+    ] = "greedy,pld,hf-pld",
+    repeat: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Runs per item and method; times are medians.", rich_help_panel=BENCH
+        ),
+    ] = 1,
+    json_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--json", help="Write the results as JSON to this file.", rich_help_panel=BENCH
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Save a speedup-vs-copy-rate plot (PNG); needs matplotlib.", rich_help_panel=BENCH
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Exit 1 if any pld output differs from greedy.", rich_help_panel=BENCH
+        ),
+    ] = False,
+    model: ModelOpt = None,
+    revision: RevisionOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "auto",
+    trust_remote_code: RemoteCodeOpt = False,
+    max_new_tokens: MaxNewOpt = 256,
+    ngram_max: NgramMaxOpt = 3,
+    ngram_min: NgramMinOpt = 1,
+    num_draft: NumDraftOpt = 10,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Benchmark greedy, pld and transformers' prompt lookup on corpora; table, JSON, plot."""
+    params = locals()
+    config, spec = decode_config(params), model_spec(params)
+    chosen = parse_methods(methods)
+    if check and not {"greedy", "pld"} <= set(chosen):
+        raise PldError("--check needs both greedy and pld in --methods", code=2)
+    if plot is not None:
+        bench_view.require_matplotlib()
+    items = load_corpora(corpus)
+    quiet_libraries(verbose)
+    ui = Ui(quiet=quiet, live=False, verbose=verbose)
+    with ui.progress("loading model") as report_load:
+        loaded = load_model(spec, report_load)
+    total = len(chosen) * (1 + repeat * len(items))
+    with bench_view.progress(total, quiet) as advance:
+        report = run_bench(loaded, items, chosen, config, repeat, advance)
+    if json_file is not None:
+        atomic_write(json_file, json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n")
+    if plot is not None:
+        bench_view.plot(report, plot)
+    if json_file is None or not quiet:
+        bench_view.show(report, to_stderr=json_file is not None)
+    diverging = report.diverging("pld")
+    if check and diverging:
+        raise PldError(
+            f"--check: pld output differs from greedy on {len(diverging)} of "
+            f"{len(report.items)} items: {', '.join(diverging)}"
+        )
+
+
+def quiet_libraries(verbose: bool) -> None:
+    from .cli import quiet_libraries as quiet  # cli imports this module: import at call time
+
+    quiet(verbose)

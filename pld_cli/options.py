@@ -1,0 +1,120 @@
+"""Command-line options shared by pld's commands, declared once and turned into core configs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+from .decode import DecodeConfig
+from .errors import PldError
+from .models import ModelSpec
+from .render import Ui
+
+MODEL = "Model"
+DECODING = "Decoding"
+DISPLAY = "Display"
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "-m",
+        "--model",
+        help="Hub id, local folder or .gguf file [default: embedded SmolLM2-135M-Instruct]",
+        rich_help_panel=MODEL,
+    ),
+]
+RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision.", rich_help_panel=MODEL)]
+DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N", rich_help_panel=MODEL)]
+DtypeOpt = Annotated[
+    str, typer.Option(help="auto | float32 | bfloat16 | float16", rich_help_panel=MODEL)
+]
+RemoteCodeOpt = Annotated[
+    bool, typer.Option(help="Allow the model's own code from the hub.", rich_help_panel=MODEL)
+]
+MaxNewOpt = Annotated[
+    int, typer.Option(min=1, help="Most tokens to generate.", rich_help_panel=DECODING)
+]
+NgramMaxOpt = Annotated[
+    int, typer.Option(min=1, help="Longest n-gram to match.", rich_help_panel=DECODING)
+]
+NgramMinOpt = Annotated[
+    int, typer.Option(min=1, help="Shortest n-gram to match.", rich_help_panel=DECODING)
+]
+NumDraftOpt = Annotated[
+    int, typer.Option(min=0, help="Most draft tokens verified per pass.", rich_help_panel=DECODING)
+]
+NoPldOpt = Annotated[
+    bool,
+    typer.Option("--no-pld", help="Plain greedy decoding, no drafting.", rich_help_panel=DECODING),
+]
+LiveOpt = Annotated[bool, typer.Option(help="Live view on a terminal.", rich_help_panel=DISPLAY)]
+QuietOpt = Annotated[
+    bool,
+    typer.Option("-q", "--quiet", help="Nothing on stderr but errors.", rich_help_panel=DISPLAY),
+]
+StatsOpt = Annotated[
+    bool,
+    typer.Option("--stats", help="A stats table on stderr at the end.", rich_help_panel=DISPLAY),
+]
+CompareOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compare",
+        help="Also decode without drafting; report the measured speedup.",
+        rich_help_panel=DISPLAY,
+    ),
+]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="One JSON object on stdout instead of text.", rich_help_panel=DISPLAY
+    ),
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", help="Library warnings on stderr.", rich_help_panel=DISPLAY)
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    model: ModelSpec
+    decode: DecodeConfig
+    ui: Ui
+    stats: bool
+    compare: bool
+    json: bool
+
+
+def model_spec(params: dict) -> ModelSpec:
+    return ModelSpec(
+        params["model"],
+        params["revision"],
+        params["device"],
+        params["dtype"],
+        params["trust_remote_code"],
+    )
+
+
+def decode_config(params: dict) -> DecodeConfig:
+    if params["ngram_min"] > params["ngram_max"]:
+        raise PldError("--ngram-min must not exceed --ngram-max", code=2)
+    return DecodeConfig(
+        max_new_tokens=params["max_new_tokens"],
+        num_draft=params["num_draft"],
+        ngram_max=params["ngram_max"],
+        ngram_min=params["ngram_min"],
+        use_pld=not params.get("no_pld", False),
+    )
+
+
+def options(params: dict) -> Options:
+    """The options edit and summarize share, from a command's parameters (its locals())."""
+    return Options(
+        model=model_spec(params),
+        decode=decode_config(params),
+        ui=Ui(quiet=params["quiet"], live=params["live"], verbose=params["verbose"]),
+        stats=params["stats"],
+        compare=params["compare"],
+        json=params["json_out"],
+    )

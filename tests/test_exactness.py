@@ -1,0 +1,93 @@
+"""Greedy pld output is token-identical to plain decoding (drafting off), in float32."""
+
+import pytest
+import torch
+from conftest import tiny_llama
+
+from pld_cli.decode import DecodeConfig, Pass, generate
+from pld_cli.pipeline import run
+from pld_cli.prompts import Task
+from pld_cli.runtime import DynamicRuntime
+from pld_cli.stats import Stats
+
+
+def decode(model, prompt, config):
+    stats, tokens = Stats(), []
+    for event in generate(DynamicRuntime(model), prompt, {2}, config):
+        stats.add(event)
+        if isinstance(event, Pass):
+            tokens.extend(event.emitted)
+    return tokens, stats
+
+
+def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
+    """Random phrases repeated with variations, so drafts are found and partly rejected."""
+    generator = torch.Generator().manual_seed(seed)
+    phrases = [torch.randint(3, vocab_size, (8,), generator=generator).tolist() for _ in range(4)]
+    order = torch.randint(0, 4, (12,), generator=generator).tolist()
+    return [token for i in order for token in phrases[i]]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+def test_tiny_llama_pld_equals_plain(seed):
+    model = tiny_llama(seed)
+    prompt = repetitive_prompt(seed)
+    plain, plain_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80, use_pld=False))
+    pld, pld_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80))
+    assert pld == plain
+    assert plain_stats.passes == len(plain)
+    # The test only means something if drafts were both accepted and rejected.
+    assert 0 < pld_stats.accepted_tokens < pld_stats.drafted_tokens
+    assert pld_stats.passes < plain_stats.passes
+
+
+@pytest.mark.parametrize("num_draft,ngram_max", [(1, 1), (4, 2), (16, 4)])
+def test_tiny_llama_exact_for_any_draft_shape(num_draft, ngram_max):
+    model = tiny_llama(7)
+    prompt = repetitive_prompt(7)
+    plain, _ = decode(model, prompt, DecodeConfig(max_new_tokens=60, use_pld=False))
+    config = DecodeConfig(max_new_tokens=60, num_draft=num_draft, ngram_max=ngram_max)
+    assert decode(model, prompt, config)[0] == plain
+
+
+EDIT_SOURCE = """def area(width, height):
+    return width * height
+
+
+def perimeter(width, height):
+    return 2 * (width + height)
+
+
+def describe(width, height):
+    print("area", area(width, height))
+    print("perimeter", perimeter(width, height))
+"""
+
+SUMMARY_SOURCE = (
+    "The Riverside Library will close for renovation from March 3 to June 14. During the "
+    "closure, the mobile library van will visit Elm Street on Mondays and the Harbor Market on "
+    "Thursdays. Director Ana Ruiz said the 2.4 million dollar project adds a children's wing, a "
+    "quiet study room and solar panels on the roof. Borrowed books can be returned at the "
+    "Town Hall drop box, and late fees are waived until the library reopens."
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "task",
+    [
+        Task(
+            "edit", EDIT_SOURCE, "Rename the function `area` to `rect_area` everywhere.", "geo.py"
+        ),
+        Task("summarize", SUMMARY_SOURCE, name="library.txt"),
+    ],
+    ids=["edit", "summarize"],
+)
+def test_default_model_pld_equals_plain(default_model, task):
+    config = DecodeConfig(max_new_tokens=120)
+    pld = run(default_model, task, config)
+    plain = run(default_model, task, DecodeConfig(max_new_tokens=120, use_pld=False))
+    assert pld.token_ids == plain.token_ids
+    assert pld.text == plain.text
+    assert pld.stats.accepted_tokens > 0
+    assert pld.stats.passes < plain.stats.passes
