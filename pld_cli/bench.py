@@ -9,33 +9,25 @@ the speedup is measured against greedy, next to the estimate 1 / (f/L + (1 - f))
 from __future__ import annotations
 
 import dataclasses
-import json
+import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
+from .bench_corpus import Item
 from .decode import DecodeConfig, Pass, generate
 from .errors import PldError
-from .files import read_document
 from .models import LoadedModel
 from .pipeline import check_fits
-from .prompts import Task, prompt_ids
+from .prompts import prompt_ids
 from .runtime import DynamicRuntime, context_limit
 from .stats import Stats
 
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 WARMUP_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class Item:
-    id: str
-    corpus: str  # the corpus folder's name
-    task: Task
 
 
 @dataclass(frozen=True)
@@ -58,30 +50,16 @@ class Run:
 Runner = Callable[[LoadedModel, list[int], DecodeConfig], Run]
 
 
-def run_loop(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
-    """pld's own decode loop (no text decoding: only tokens and timings)."""
+def run_loop(loaded: LoadedModel, ids: list[int], config: DecodeConfig, use_pld: bool) -> Run:
+    """pld's own decode loop, drafting on or off (no text decoding: only tokens and timings)."""
     stats, tokens = Stats(), []
+    config = dataclasses.replace(config, use_pld=use_pld)
     for event in generate(DynamicRuntime(loaded.model), ids, loaded.eos_ids, config):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
-    return Run(
-        tokens,
-        len(ids),
-        stats.passes,
-        stats.drafted_tokens,
-        stats.accepted_tokens,
-        stats.passes_accepting,
-        stats.decode_s,
-    )
-
-
-def run_greedy(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
-    return run_loop(loaded, ids, dataclasses.replace(config, use_pld=False))
-
-
-def run_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
-    return run_loop(loaded, ids, dataclasses.replace(config, use_pld=True))
+    counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
+    return Run(tokens, len(ids), *counts, stats.decode_s)
 
 
 def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
@@ -111,6 +89,7 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run
             attention_mask=torch.ones_like(x),
             prompt_lookup_num_tokens=HF_LOOKUP_TOKENS,
             do_sample=False,
+            return_dict_in_generate=False,
             max_new_tokens=config.max_new_tokens,
             eos_token_id=eos,
             pad_token_id=eos[0] if pad is None else pad,
@@ -126,7 +105,12 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run
     return Run(tokens, len(ids), passes, None, accepted, None, end - ends[0] if ends else 0.0)
 
 
-RUNNERS: dict[str, Runner] = {"greedy": run_greedy, "pld": run_pld, "hf-pld": run_hf_pld}
+# A method is one entry: a function (model, prompt ids, config) -> Run.
+RUNNERS: dict[str, Runner] = {
+    "greedy": functools.partial(run_loop, use_pld=False),
+    "pld": functools.partial(run_loop, use_pld=True),
+    "hf-pld": run_hf_pld,
+}
 
 
 @dataclass
@@ -275,56 +259,6 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
-
-
-def load_corpus(folder: Path) -> list[Item]:
-    """The items of a corpus folder's manifest.jsonl, documents read and checked."""
-    manifest = Path(folder) / "manifest.jsonl"
-    if not manifest.is_file():
-        raise PldError(f"{folder}: no manifest.jsonl (expected a corpus folder)")
-    corpus = Path(folder).resolve().name
-    items = []
-    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            items.append(manifest_item(json_line(line, f"{manifest}:{number}"), manifest, number))
-    if not items:
-        raise PldError(f"{manifest}: no items")
-    return [Item(entry_id, corpus, task) for entry_id, task in items]
-
-
-def json_line(line: str, where: str) -> dict:
-    try:
-        entry = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise PldError(f"{where}: not valid JSON ({exc.msg})") from None
-    if not isinstance(entry, dict):
-        raise PldError(f"{where}: expected a JSON object")
-    return entry
-
-
-def manifest_item(entry: dict, manifest: Path, number: int) -> tuple[str, Task]:
-    where = f"{manifest}:{number}"
-    for key in ("id", "task", "file"):
-        if not isinstance(entry.get(key), str) or not entry[key]:
-            raise PldError(f'{where}: missing or empty "{key}"')
-    kind = entry["task"]
-    if kind not in ("edit", "summarize"):
-        raise PldError(f'{where}: task must be "edit" or "summarize", not "{kind}"')
-    instruction = entry.get("instruction", "")
-    if kind == "edit" and (not isinstance(instruction, str) or not instruction.strip()):
-        raise PldError(f'{where}: an edit needs an "instruction"')
-    text, name = read_document(str(manifest.parent / entry["file"]))
-    return entry["id"], Task(kind, text, instruction.strip() if kind == "edit" else "", name)
-
-
-def load_corpora(folders: Sequence[Path]) -> list[Item]:
-    items = [item for folder in folders for item in load_corpus(folder)]
-    seen: set[tuple[str, str]] = set()
-    for item in items:
-        if (item.corpus, item.id) in seen:
-            raise PldError(f"corpus {item.corpus}: item id {item.id!r} appears twice")
-        seen.add((item.corpus, item.id))
-    return items
 
 
 Progress = Callable[[str], None]

@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from . import bench_view
-from .bench import load_corpora, parse_methods, run_bench
+from .bench import parse_methods, run_bench
+from .bench_corpus import load_corpora
 from .errors import PldError
 from .files import atomic_write
 from .models import load_model
@@ -38,8 +39,9 @@ BENCH = "Benchmark"
 
 
 def bench(
-    corpus: Annotated[
-        list[Path], typer.Argument(help="Corpus folders, each with a manifest.jsonl.")
+    corpus_dir: Annotated[
+        list[Path],
+        typer.Argument(help="Corpus folders, each with a manifest.jsonl."),
     ],
     methods: Annotated[
         str,
@@ -89,9 +91,9 @@ def bench(
         raise PldError("--check needs both greedy and pld in --methods", code=2)
     if plot is not None:
         bench_view.require_matplotlib()
-    items = load_corpora(corpus)
-    quiet_libraries(verbose)
+    items = load_corpora(corpus_dir)
     ui = Ui(quiet=quiet, live=False, verbose=verbose)
+    ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
     total = len(chosen) * (1 + repeat * len(items))
@@ -109,9 +111,3 @@ def bench(
             f"--check: pld output differs from greedy on {len(diverging)} of "
             f"{len(report.items)} items: {', '.join(diverging)}"
         )
-
-
-def quiet_libraries(verbose: bool) -> None:
-    from .cli import quiet_libraries as quiet  # cli imports this module: import at call time
-
-    quiet(verbose)

@@ -126,7 +126,7 @@ app.command()(bench)
 
 def execute(task: Task, opts: Options, destination: Path | None) -> None:
     ui = opts.ui
-    quiet_libraries(ui.verbose)
+    ui.quiet_libraries()
     with ui.progress("loading model") as report:
         loaded = load_model(opts.model, report)
     with ui.live() as observe:
@@ -169,15 +169,6 @@ def as_json(result: Result, model: str, plain: Result | None) -> dict:
             "identical": plain.token_ids == result.token_ids,
         }
     return out
-
-
-def quiet_libraries(verbose: bool) -> None:
-    """transformers' own progress bars and warnings would interleave with ours on stderr."""
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    if not verbose:
-        hf_logging.set_verbosity_error()
 
 
 def main() -> None:

@@ -59,6 +59,14 @@ class Ui:
         self.verbose = verbose
         self.show_live = live and not quiet and self.console.is_terminal
 
+    def quiet_libraries(self) -> None:
+        """transformers' own progress bars and warnings would interleave with ours on stderr."""
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        if not self.verbose:
+            hf_logging.set_verbosity_error()
+
     def note(self, message: str) -> None:
         if not self.quiet:
             self.console.print(f"pld: {message}", markup=False)

@@ -1,4 +1,4 @@
-"""`pld bench` with a tiny random model: JSON schema, aggregates, identity check, --check, errors."""
+"""`pld bench` on a tiny random model: JSON schema, aggregates, identity check, --check, errors."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from pld_cli import bench, bench_view
-from pld_cli.bench import Item, ItemResult, MethodResult, Report, Run, load_corpus
+from pld_cli import bench, bench_corpus, bench_view
+from pld_cli.bench import ItemResult, MethodResult, Report, Run
+from pld_cli.bench_corpus import Item, load_corpus
 from pld_cli.cli import main
 from pld_cli.prompts import Task
 
@@ -117,8 +118,8 @@ def altered(runner):
 def test_identity_check_flags_divergence_and_check_fails(
     tiny_model_dir, corpus, capsys, monkeypatch
 ):
-    monkeypatch.setitem(bench.RUNNERS, "pld", altered(bench.run_pld))
-    monkeypatch.setitem(bench.RUNNERS, "odd", altered(bench.run_greedy))
+    monkeypatch.setitem(bench.RUNNERS, "pld", altered(bench.RUNNERS["pld"]))
+    monkeypatch.setitem(bench.RUNNERS, "odd", altered(bench.RUNNERS["greedy"]))
     code, data, err = bench_json(
         tiny_model_dir, corpus, capsys, "--methods", "greedy,pld,odd", "--check"
     )
@@ -161,6 +162,16 @@ def test_bad_manifest(tmp_path, line, message):
     (tmp_path / "manifest.jsonl").write_text(line + "\n")
     with pytest.raises(bench.PldError, match=message):
         load_corpus(tmp_path)
+
+
+def test_corpora_sharing_a_name_are_told_apart(tmp_path):
+    files = {"n.txt": "Some notes.\n"}
+    entry = {"id": "n", "task": "summarize", "file": "n.txt"}
+    folders = [write_corpus(tmp_path / p / "edit", [entry], files) for p in ("a", "b")]
+    items = bench_corpus.load_corpora(folders)
+    assert [(i.corpus, i.id, i.task.name) for i in items] == [
+        ("a/edit", "n", "n.txt"), ("b/edit", "n", "n.txt")
+    ]  # fmt: skip
 
 
 def test_unknown_method_and_check_without_greedy(corpus, capsys):

