@@ -41,28 +41,45 @@ class Run:
     accepted_tokens: int
     passes_accepting: int | None
     decode_s: float
+    trace: list[dict] | None = None  # pld's loop: per pass, the draft length chosen and why
+    acceptance_histogram: list[dict] | None = None  # pld's loop: acceptance per draft position
 
     @property
     def new_tokens(self) -> int:
         return len(self.token_ids)
 
 
-Runner = Callable[[LoadedModel, list[int], DecodeConfig], Run]
+Costs = Sequence[float] | None  # measured t(q), for adaptive drafting
+Runner = Callable[[LoadedModel, list[int], DecodeConfig, Costs], Run]
 
 
-def run_loop(loaded: LoadedModel, ids: list[int], config: DecodeConfig, use_pld: bool) -> Run:
-    """pld's own decode loop, drafting on or off (no text decoding: only tokens and timings)."""
-    stats, tokens = Stats(), []
-    config = dataclasses.replace(config, use_pld=use_pld)
-    for event in generate(DynamicRuntime(loaded.model), ids, loaded.eos_ids, config):
+def run_loop(
+    loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs, **changes
+) -> Run:
+    """pld's own decode loop with the config changed as given (only tokens and timings)."""
+    stats, tokens, trace = Stats(), [], []
+    config = dataclasses.replace(config, **changes)
+    for event in generate(DynamicRuntime(loaded.model), ids, loaded.eos_ids, config, costs):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
+            trace.append(pass_record(event))
     counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
-    return Run(tokens, len(ids), *counts, stats.decode_s)
+    if not config.use_pld:
+        return Run(tokens, len(ids), *counts, stats.decode_s)
+    return Run(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
 
 
-def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
+def pass_record(step: Pass) -> dict:
+    return {
+        "verified": len(step.drafted),
+        "offered": step.candidates,
+        "accepted": step.accepted,
+        "why": step.reason,
+    }
+
+
+def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs) -> Run:
     """transformers' generate with prompt lookup, measured with a forward hook on the model.
 
     The first forward call is the prefill (it also verifies a first draft and emits tokens);
@@ -109,6 +126,7 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run
 RUNNERS: dict[str, Runner] = {
     "greedy": functools.partial(run_loop, use_pld=False),
     "pld": functools.partial(run_loop, use_pld=True),
+    "pld-fixed": functools.partial(run_loop, use_pld=True, draft="fixed"),
     "hf-pld": run_hf_pld,
 }
 
@@ -160,6 +178,14 @@ class MethodResult:
             "speedup_vs_greedy": rounded(self.speedup_vs_greedy, 3),
             "identical_to_greedy": self.identical_to_greedy,
             "first_divergence": self.first_divergence,
+        } | self.details()
+
+    def details(self) -> dict:
+        if self.run.trace is None:
+            return {}
+        return {
+            "acceptance_histogram": self.run.acceptance_histogram,
+            "passes_detail": self.run.trace,
         }
 
 
@@ -271,6 +297,7 @@ def run_bench(
     config: DecodeConfig,
     repeat: int = 1,
     progress: Progress = lambda _: None,
+    costs: Costs = None,
 ) -> Report:
     """Warm up, then for each item and repeat run each method in turn; medians over repeats."""
     start = time.perf_counter()
@@ -284,13 +311,13 @@ def run_bench(
             raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
     warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
     for method in methods:
-        RUNNERS[method](loaded, prompts[0], warm)
+        RUNNERS[method](loaded, prompts[0], warm, costs)
         progress(f"warm-up {method}")
     for item, ids in zip(items, prompts, strict=True):
         runs: dict[str, list[Run]] = {method: [] for method in methods}
         for _ in range(repeat):
             for method in methods:
-                runs[method].append(RUNNERS[method](loaded, ids, config))
+                runs[method].append(RUNNERS[method](loaded, ids, config, costs))
                 progress(f"{item.corpus}/{item.id} {method}")
         report.items.append(ItemResult(item, compare(runs)))
     report.wall_s = time.perf_counter() - start

@@ -20,6 +20,7 @@ from .files import atomic_write
 from .models import load_model
 from .options import (
     DeviceOpt,
+    DraftOpt,
     DtypeOpt,
     MaxNewOpt,
     ModelOpt,
@@ -33,7 +34,9 @@ from .options import (
     decode_config,
     model_spec,
 )
+from .pipeline import measured_costs
 from .render import Ui
+from .runtime import DynamicRuntime
 
 BENCH = "Benchmark"
 
@@ -45,7 +48,9 @@ def bench(
     ],
     methods: Annotated[
         str,
-        typer.Option(help="Comma-separated: greedy, pld, hf-pld.", rich_help_panel=BENCH),
+        typer.Option(
+            help="Comma-separated: greedy, pld, pld-fixed, hf-pld.", rich_help_panel=BENCH
+        ),
     ] = "greedy,pld,hf-pld",
     repeat: Annotated[
         int,
@@ -80,6 +85,7 @@ def bench(
     ngram_max: NgramMaxOpt = 3,
     ngram_min: NgramMinOpt = 1,
     num_draft: NumDraftOpt = 10,
+    draft: DraftOpt = "adaptive",
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -96,9 +102,13 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
+    costs = None
+    if any(m.startswith("pld") for m in chosen):
+        with ui.progress("measuring pass costs (once per model and device)"):
+            costs = measured_costs(loaded, DynamicRuntime(loaded.model), config)
     total = len(chosen) * (1 + repeat * len(items))
     with bench_view.progress(total, quiet) as advance:
-        report = run_bench(loaded, items, chosen, config, repeat, advance)
+        report = run_bench(loaded, items, chosen, config, repeat, advance, costs)
     if json_file is not None:
         atomic_write(json_file, json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n")
     if plot is not None:

@@ -22,6 +22,7 @@ from .models import load_model
 from .options import (
     CompareOpt,
     DeviceOpt,
+    DraftOpt,
     DtypeOpt,
     JsonOpt,
     LiveOpt,
@@ -39,8 +40,9 @@ from .options import (
     VerboseOpt,
     options,
 )
-from .pipeline import Result, run
+from .pipeline import Result, measured_costs, run
 from .prompts import Task
+from .runtime import DynamicRuntime
 
 app = typer.Typer(
     add_completion=False,
@@ -69,6 +71,7 @@ def edit(
     ngram_max: NgramMaxOpt = 3,
     ngram_min: NgramMinOpt = 1,
     num_draft: NumDraftOpt = 10,
+    draft: DraftOpt = "adaptive",
     no_pld: NoPldOpt = False,
     live: LiveOpt = True,
     quiet: QuietOpt = False,
@@ -107,6 +110,7 @@ def summarize(
     ngram_max: NgramMaxOpt = 3,
     ngram_min: NgramMinOpt = 1,
     num_draft: NumDraftOpt = 10,
+    draft: DraftOpt = "adaptive",
     no_pld: NoPldOpt = False,
     live: LiveOpt = True,
     quiet: QuietOpt = False,
@@ -129,8 +133,12 @@ def execute(task: Task, opts: Options, destination: Path | None) -> None:
     ui.quiet_libraries()
     with ui.progress("loading model") as report:
         loaded = load_model(opts.model, report)
+    costs = None
+    if opts.decode.adaptive:
+        with ui.progress("measuring pass costs (once per model and device)"):
+            costs = measured_costs(loaded, DynamicRuntime(loaded.model), opts.decode)
     with ui.live() as observe:
-        result = run(loaded, task, opts.decode, observe=observe)
+        result = run(loaded, task, opts.decode, observe=observe, costs=costs)
     plain = None
     if opts.compare:
         with ui.progress("decoding again without drafting (--compare)"):

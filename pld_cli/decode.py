@@ -1,6 +1,8 @@
 """The decode loop: draft by prompt lookup, verify in one pass, repeat; one event per pass.
 
 Plain greedy decoding is the same loop with drafting off, so both are measured on equal terms.
+With `draft="adaptive"` each pass verifies only as many of the candidate draft tokens as maximise
+expected tokens per second under the measured pass costs (policy.py); "fixed" verifies them all.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
-from .drafter import NO_DRAFT, NgramIndex
+from .drafter import NO_DRAFT, Drafter, NgramIndex
+from .policy import AcceptanceModel, choose_length
 from .runtime import Runtime
-from .verify import verify_greedy
+from .verify import accepted_prefix, verify_greedy
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,11 @@ class DecodeConfig:
     ngram_max: int = 3
     ngram_min: int = 1
     use_pld: bool = True
+    draft: str = "adaptive"  # 'adaptive' | 'fixed'
+
+    @property
+    def adaptive(self) -> bool:
+        return self.use_pld and self.draft == "adaptive"
 
 
 @dataclass(frozen=True)
@@ -42,15 +50,25 @@ class Pass:
     from_prompt: bool | None  # whether that position lies in the prompt
     seconds: float  # drafting + forward + acceptance
     stop: str | None = None  # 'eos' | 'max_new_tokens' | 'context' on the last pass
+    candidates: int = 0  # draft tokens the lookup offered, before the policy cut them
+    reason: str = ""  # why this many were verified
 
 
 Event = Prefill | Pass
 
 
 def generate(
-    runtime: Runtime, prompt_ids: Sequence[int], eos_ids: Collection[int], config: DecodeConfig
+    runtime: Runtime,
+    prompt_ids: Sequence[int],
+    eos_ids: Collection[int],
+    config: DecodeConfig,
+    costs: Sequence[float] | None = None,
 ) -> Iterator[Event]:
-    """Greedy decoding of prompt_ids: a Prefill event, then one Pass per forward pass."""
+    """Greedy decoding of prompt_ids: a Prefill event, then one Pass per forward pass.
+
+    costs[q] is the measured seconds of a pass over q positions (adaptive drafting only); without
+    it every pass size is taken to cost the same.
+    """
     if not prompt_ids:
         raise ValueError("empty prompt")
     start = time.perf_counter()
@@ -58,28 +76,39 @@ def generate(
     yield Prefill(len(prompt_ids), time.perf_counter() - start)
 
     index = NgramIndex(prompt_ids, config.ngram_max, config.ngram_min)
+    drafter = Drafter(index, follow_copies=config.adaptive)
+    acceptance = AcceptanceModel()
+    costs = costs or [1.0] * (config.num_draft + 2)
     pending = prompt_ids[-1]  # the newest token, not yet in the cache
     produced = 0
     while True:
         start = time.perf_counter()
         # A pass over 1 + k positions emits at most k + 1 tokens and fills 1 + k cache slots.
         room = min(config.max_new_tokens - produced, runtime.context_limit - runtime.length)
-        k = min(config.num_draft, room - 1)
-        draft = index.draft(k) if config.use_pld else NO_DRAFT
-        accepted, emitted = verify_greedy(runtime, pending, draft.tokens)
+        candidate = drafter.draft(min(config.num_draft, room - 1)) if config.use_pld else NO_DRAFT
+        draft, reason = candidate.tokens, "fixed length" if candidate.tokens else "no match"
+        if config.adaptive and draft:
+            choice = choose_length(len(draft), candidate.run, acceptance, costs)
+            draft, reason = draft[: choice.k], choice.reason
+        accepted, emitted = verify_greedy(runtime, pending, draft)
+        # The model's own token also tells whether the next, unverified candidate token was right.
+        observed = candidate.tokens[: len(draft) + 1]
+        acceptance.update(candidate.run, len(observed), accepted_prefix(observed, emitted))
         emitted = cut_after_eos(emitted, eos_ids)
-        index.extend(emitted)
+        drafter.extend(emitted)
         produced += len(emitted)
         pending = emitted[-1]
         stop = stop_reason(emitted[-1], eos_ids, produced, runtime, config)
         yield Pass(
-            drafted=draft.tokens,
+            drafted=tuple(draft),
             accepted=min(accepted, len(emitted)),
             emitted=tuple(emitted),
-            source=draft.source,
-            from_prompt=None if draft.source is None else draft.source < len(prompt_ids),
+            source=candidate.source,
+            from_prompt=None if candidate.source is None else candidate.source < len(prompt_ids),
             seconds=time.perf_counter() - start,
             stop=stop,
+            candidates=len(candidate.tokens),
+            reason=reason,
         )
         if stop:
             return

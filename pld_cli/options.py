@@ -44,6 +44,14 @@ NgramMinOpt = Annotated[
 NumDraftOpt = Annotated[
     int, typer.Option(min=0, help="Most draft tokens verified per pass.", rich_help_panel=DECODING)
 ]
+DraftOpt = Annotated[
+    str,
+    typer.Option(
+        help="adaptive: verify as many draft tokens as pay off under measured pass costs; "
+        "fixed: always up to --num-draft.",
+        rich_help_panel=DECODING,
+    ),
+]
 NoPldOpt = Annotated[
     bool,
     typer.Option("--no-pld", help="Plain greedy decoding, no drafting.", rich_help_panel=DECODING),
@@ -99,12 +107,15 @@ def model_spec(params: dict) -> ModelSpec:
 def decode_config(params: dict) -> DecodeConfig:
     if params["ngram_min"] > params["ngram_max"]:
         raise PldError("--ngram-min must not exceed --ngram-max", code=2)
+    if params["draft"] not in ("adaptive", "fixed"):
+        raise PldError(f"--draft {params['draft']}: expected adaptive or fixed", code=2)
     return DecodeConfig(
         max_new_tokens=params["max_new_tokens"],
         num_draft=params["num_draft"],
         ngram_max=params["ngram_max"],
         ngram_min=params["ngram_min"],
         use_pld=not params.get("no_pld", False),
+        draft=params["draft"],
     )
 
 

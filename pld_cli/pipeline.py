@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from .costs import cost_key, pass_costs
 from .decode import DecodeConfig, Pass, generate
 from .errors import PldError
-from .models import LoadedModel
+from .models import LoadedModel, cache_dir
 from .prompts import Task, finish, prompt_ids
 from .runtime import DynamicRuntime, Runtime
 from .stats import Stats
@@ -31,7 +32,7 @@ class Result:
         return self.stats.stop == "eos"
 
 
-Observer = Callable[[list[Span], Stats], None]
+Observer = Callable[[Pass, list[Span], Stats], None]
 
 
 def run(
@@ -40,19 +41,28 @@ def run(
     config: DecodeConfig,
     runtime: Runtime | None = None,
     observe: Observer | None = None,
+    costs: Sequence[float] | None = None,
 ) -> Result:
     runtime = runtime or DynamicRuntime(loaded.model)
     ids = prompt_ids(loaded.tokenizer, task)
     check_fits(len(ids), config.max_new_tokens, runtime.context_limit)
-    stats, spans = Stats(), SpanDecoder(loaded.tokenizer)
-    for event in generate(runtime, ids, loaded.eos_ids, config):
+    stats, spans = Stats(costs=costs), SpanDecoder(loaded.tokenizer)
+    for event in generate(runtime, ids, loaded.eos_ids, config, costs):
         stats.add(event)
         if isinstance(event, Pass):
             new_spans = spans.feed(event)
             if observe:
-                observe(new_spans, stats)
+                observe(event, new_spans, stats)
     text = loaded.tokenizer.decode(spans.ids, skip_special_tokens=True)
     return Result(finish(task, text), spans.ids, stats)
+
+
+def measured_costs(loaded: LoadedModel, runtime: Runtime, config: DecodeConfig) -> list[float]:
+    """t(q) for this model, device, dtype and runtime: calibrated once, then read from the cache."""
+    key = cost_key(loaded.name, loaded.device, loaded.dtype, type(runtime).__name__)
+    vocab_size = loaded.model.config.vocab_size
+    cache_file = cache_dir() / "pass-costs.json"
+    return pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1)
 
 
 def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:

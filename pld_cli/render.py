@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from .decode import Pass
 from .pipeline import Observer, Result, Span
 from .stats import Stats
 
@@ -18,10 +19,12 @@ COPIED_STYLE = "bold green"
 
 def status_line(stats: Stats) -> str:
     accepted = stats.accepted_tokens / stats.drafted_tokens if stats.drafted_tokens else 0.0
+    speedup = stats.estimated_speedup
+    estimate = "" if speedup is None else f" · ≈{speedup:.2f}× plain decoding (estimate)"
     return (
         f"{stats.passes} passes · {stats.new_tokens} tokens · "
         f"{stats.tokens_per_pass:.2f} tokens/pass ({stats.tokens_per_pass:.1f}× fewer passes) · "
-        f"{accepted:.0%} of drafts accepted · {stats.tokens_per_s:.1f} tok/s"
+        f"{accepted:.0%} of drafts accepted · {stats.tokens_per_s:.1f} tok/s" + estimate
     )
 
 
@@ -40,7 +43,7 @@ class LiveView:
     def __exit__(self, *exc_info) -> None:
         self.live.stop()
 
-    def update(self, spans: list[Span], stats: Stats) -> None:
+    def update(self, step: Pass, spans: list[Span], stats: Stats) -> None:
         for span in spans:
             self.text.append(span.text, style=COPIED_STYLE if span.copied else None)
         # Show only the tail that fits the terminal, so long outputs scroll instead of cropping.
@@ -85,11 +88,21 @@ class Ui:
 
     @contextlib.contextmanager
     def live(self) -> Iterator[Observer | None]:
-        if not self.show_live:
-            yield None
-            return
-        with LiveView(self.console) as view:
-            yield view.update
+        """The observer of a decode: the live view and, under --verbose, one line per pass."""
+        observers = [self.pass_line] if self.verbose else []
+        with contextlib.ExitStack() as stack:
+            if self.show_live:
+                observers.append(stack.enter_context(LiveView(self.console)).update)
+            yield fan_out(observers) if observers else None
+
+    def pass_line(self, step: Pass, spans: list[Span], stats: Stats) -> None:
+        origin = "prompt" if step.from_prompt else "output"
+        where = "" if step.source is None else f", copied from {origin} position {step.source}"
+        self.console.print(
+            f"pass {stats.passes}: verified {len(step.drafted)} of {step.candidates} draft tokens "
+            f"({step.reason}), accepted {step.accepted}{where}",
+            markup=False,
+        )
 
     def stats_table(self, runs: dict[str, Stats]) -> None:
         table = Table(title="pld stats", title_justify="left")
@@ -122,3 +135,11 @@ class Ui:
             f"{pld.stats.passes} vs {plain.stats.passes} passes); outputs {same}",
             markup=False,
         )
+
+
+def fan_out(observers: list[Observer]) -> Observer:
+    def observe(step: Pass, spans: list[Span], stats: Stats) -> None:
+        for observer in observers:
+            observer(step, spans, stats)
+
+    return observe

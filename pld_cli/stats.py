@@ -6,7 +6,9 @@ the passes that accepted at least one. The seed's estimate of the speedup is 1 /
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .decode import Event, Prefill
 
@@ -22,6 +24,11 @@ class Stats:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     stop: str | None = None
+    costs: Sequence[float] | None = None  # measured t(q), for the estimated speedup
+    pass_sizes: Counter[int] = field(default_factory=Counter)  # positions per pass -> passes
+    # per draft position i (0-based): passes that verified it, and passes that accepted it
+    position_tried: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
 
     def add(self, event: Event) -> None:
         if isinstance(event, Prefill):
@@ -35,6 +42,13 @@ class Stats:
         self.passes_accepting += event.accepted > 0
         self.decode_s += event.seconds
         self.stop = event.stop or self.stop
+        self.pass_sizes[len(event.drafted) + 1] += 1
+        for i in range(min(len(event.drafted), event.accepted + 1)):
+            if i == len(self.position_tried):
+                self.position_tried.append(0)
+                self.position_accepted.append(0)
+            self.position_tried[i] += 1
+            self.position_accepted[i] += i < event.accepted
 
     @property
     def tokens_per_pass(self) -> float:
@@ -57,6 +71,25 @@ class Stats:
         """The seed's formula from this run's f and L (an estimate, not a measurement)."""
         f, run = self.copy_rate, self.mean_accepted
         return 1.0 / (f / run + (1.0 - f)) if run else 1.0
+
+    @property
+    def estimated_speedup(self) -> float | None:
+        """Plain decoding's modeled time (new tokens × t(1)) over this run's modeled pass time."""
+        if not self.costs or not self.passes:
+            return None
+        spent = sum(
+            count * self.costs[min(q, len(self.costs) - 1)] for q, count in self.pass_sizes.items()
+        )
+        return self.new_tokens * self.costs[1] / spent
+
+    def acceptance_histogram(self) -> list[dict[str, float]]:
+        """Per draft position: how often it was verified and the share of those accepted."""
+        return [
+            {"position": i + 1, "tried": tried, "accepted": acc, "rate": round(acc / tried, 3)}
+            for i, (tried, acc) in enumerate(
+                zip(self.position_tried, self.position_accepted, strict=True)
+            )
+        ]
 
     def as_dict(self) -> dict[str, float | int]:
         """The `--json` stats object; these names are an interface."""

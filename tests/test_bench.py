@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 
@@ -80,7 +81,12 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     for item in data["items"]:
         methods = item["methods"]
         assert list(methods) == ["greedy", "pld", "hf-pld"]
-        assert all(set(record) == METHOD_KEYS for record in methods.values())
+        assert all(set(record) >= METHOD_KEYS for record in methods.values())
+        detail = methods["pld"]["passes_detail"]
+        assert len(detail) == methods["pld"]["passes"]
+        assert {"verified", "offered", "accepted", "why"} == set(detail[0])
+        histogram = methods["pld"]["acceptance_histogram"]
+        assert all(0 <= h["rate"] <= 1 for h in histogram)
         greedy, hf = methods["greedy"], methods["hf-pld"]
         assert greedy["passes"] == greedy["new_tokens"] and greedy["accepted_tokens"] == 0
         assert greedy["speedup_vs_greedy"] == 1.0 and greedy["identical_to_greedy"] is True
@@ -106,11 +112,11 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
 def altered(runner):
     """A runner whose output differs from greedy's at token 3."""
 
-    def run(loaded, ids, config):
-        result = runner(loaded, ids, config)
+    def run(loaded, ids, config, costs):
+        result = runner(loaded, ids, config, costs)
         tokens = list(result.token_ids)
         tokens[3] = tokens[3] + 1
-        return Run(tokens, *(getattr(result, f) for f in list(Run.__dataclass_fields__)[1:]))
+        return dataclasses.replace(result, token_ids=tokens)
 
     return run
 

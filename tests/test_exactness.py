@@ -10,10 +10,12 @@ from pld_cli.prompts import Task
 from pld_cli.runtime import DynamicRuntime
 from pld_cli.stats import Stats
 
+CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]  # t(11) = 2 t(1)
 
-def decode(model, prompt, config):
+
+def decode(model, prompt, config, costs=None):
     stats, tokens = Stats(), []
-    for event in generate(DynamicRuntime(model), prompt, {2}, config):
+    for event in generate(DynamicRuntime(model), prompt, {2}, config, costs):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
@@ -28,12 +30,13 @@ def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
     return [token for i in order for token in phrases[i]]
 
 
+@pytest.mark.parametrize("draft,costs", [("fixed", None), ("adaptive", CPU_COSTS)])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
-def test_tiny_llama_pld_equals_plain(seed):
+def test_tiny_llama_pld_equals_plain(seed, draft, costs):
     model = tiny_llama(seed)
     prompt = repetitive_prompt(seed)
     plain, plain_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80, use_pld=False))
-    pld, pld_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80))
+    pld, pld_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80, draft=draft), costs)
     assert pld == plain
     assert plain_stats.passes == len(plain)
     # The test only means something if drafts were both accepted and rejected.
