@@ -1,7 +1,8 @@
 """Task prompts: templates from prompts/ turned into token ids, and the model's text turned back.
 
-A template holds a system message and a user message separated by a line `---`, with {document},
-{instruction} and {name} placeholders. Edits ask for the whole updated file; when the model wraps it
+A template holds a system message, a user message and optionally the start of the answer (which
+pld writes for the model), separated by lines `---`, with {document}, {instruction} and {name}
+placeholders. Edits ask for the whole updated file; when the model wraps it
 in a code fence, the fence (and any remark after it) is stripped.
 """
 
@@ -23,14 +24,15 @@ class Task:
     name: str = "input"  # the file's name, shown to the model
 
 
-def template(kind: str) -> tuple[str, str]:
+def template(kind: str) -> tuple[str, str, str]:
+    """(system message, user message, the start of the answer) of a task's template."""
     text = resources.files("pld_cli.templates").joinpath(f"{kind}.txt").read_text(encoding="utf-8")
-    system, user = text.split(SEPARATOR, 1)
-    return system.strip(), user.rstrip("\n")
+    system, user, *answer = text.split(SEPARATOR)
+    return system.strip(), user.rstrip("\n"), "".join(answer).lstrip("\n")
 
 
 def messages(task: Task) -> list[dict[str, str]]:
-    system, user = template(task.kind)
+    system, user, _ = template(task.kind)
     fields = {
         "document": task.document.rstrip("\n"),
         "instruction": task.instruction,
@@ -42,16 +44,19 @@ def messages(task: Task) -> list[dict[str, str]]:
 
 
 def prompt_ids(tokenizer, task: Task) -> list[int]:
+    """The chat (or, for a model without a chat template, plain text) ending in the answer start."""
     chat = messages(task)
+    answer_start = template(task.kind)[2]
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        return list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    plain = "\n\n".join(m["content"] for m in chat) + "\n\n"
+        return list(tokenizer(text + answer_start, add_special_tokens=False)["input_ids"])
+    plain = "\n\n".join(m["content"] for m in chat) + "\n\n" + answer_start
     return list(tokenizer(plain)["input_ids"])
 
 
 def finish(task: Task, text: str) -> str:
     """The result to hand the user: for an edit, the file as it should be saved."""
+    text = template(task.kind)[2] + text
     if task.kind != "edit":
         return text.strip() + "\n"
     body = strip_fence(text)
@@ -61,11 +66,12 @@ def finish(task: Task, text: str) -> str:
 
 
 def strip_fence(text: str) -> str:
-    """The body of a code fence the answer opens with (up to its last closing fence), else text."""
+    """The body of a code fence the answer opens with (up to its last closing fence), else text.
+
+    An answer cut short before its closing fence keeps everything after the opening line.
+    """
     lines = text.strip("\n").split("\n")
     if not lines[0].startswith("```"):
         return text
     closing = [i for i, line in enumerate(lines) if i > 0 and line.strip() == "```"]
-    if not closing:
-        return text
-    return "\n".join(lines[1 : closing[-1]]) + "\n"
+    return "\n".join(lines[1 : closing[-1] if closing else len(lines)]) + "\n"

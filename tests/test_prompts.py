@@ -1,4 +1,4 @@
-from pld_cli.prompts import Task, finish, messages, strip_fence
+from pld_cli.prompts import Task, finish, messages, prompt_ids, strip_fence, template
 
 
 def test_edit_prompt_carries_instruction_name_and_document():
@@ -27,7 +27,19 @@ def test_unfenced_text_is_kept():
     assert strip_fence("a = 1\n") == "a = 1\n"
 
 
-def test_finish_keeps_the_final_newline_of_an_edited_file():
-    assert finish(Task("edit", "a = 1\n"), "```\na = 2```") == "```\na = 2```\n"
-    assert finish(Task("edit", "a = 1\n"), "a = 2") == "a = 2\n"
+def test_an_answer_cut_before_its_closing_fence_loses_only_the_opening_line():
+    assert strip_fence("```python\na = 1\nb =") == "a = 1\nb =\n"
+
+
+def test_finish_adds_the_answer_start_and_keeps_the_final_newline():
+    # The edit template starts the answer with a fence, so the model writes the file right away.
+    assert template("edit")[2] == "```\n"
+    assert finish(Task("edit", "a = 1\n"), "a = 2\n```\nDone.") == "a = 2\n"
+    assert finish(Task("edit", "a = 1\n"), "a = 2```") == "a = 2```\n"
     assert finish(Task("summarize", "doc"), "  A summary.  ") == "A summary.\n"
+
+
+def test_prompt_ends_with_the_answer_start(default_model):
+    tokenizer = default_model.tokenizer
+    text = tokenizer.decode(prompt_ids(tokenizer, Task("edit", "a = 1\n", "x", "a.py")))
+    assert text.endswith("<|im_start|>assistant\n```\n")
