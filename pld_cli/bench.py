@@ -24,6 +24,7 @@ from .models import LoadedModel
 from .pipeline import check_fits
 from .prompts import prompt_ids
 from .runtime import DynamicRuntime, context_limit
+from .sampling import SamplingConfig
 from .stats import Stats
 
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
@@ -97,6 +98,13 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs:
         ends.append(time.perf_counter())
 
     x = torch.tensor([ids], device=device)
+    sampling = config.sampling
+    if sampling.temperature > 0:
+        torch.manual_seed(0 if sampling.seed is None else sampling.seed)
+        options = dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                       top_k=sampling.top_k)  # fmt: skip
+    else:
+        options = dict(do_sample=False)
     pad = loaded.tokenizer.pad_token_id
     eos = sorted(loaded.eos_ids)
     handle = model.register_forward_hook(hook)
@@ -105,7 +113,7 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs:
             x,
             attention_mask=torch.ones_like(x),
             prompt_lookup_num_tokens=HF_LOOKUP_TOKENS,
-            do_sample=False,
+            **options,
             return_dict_in_generate=False,
             max_new_tokens=config.max_new_tokens,
             eos_token_id=eos,
@@ -202,6 +210,7 @@ class Report:
     dtype: str
     repeat: int
     max_new_tokens: int
+    sampling: SamplingConfig
     items: list[ItemResult] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -234,6 +243,7 @@ class Report:
             "dtype": self.dtype,
             "repeat": self.repeat,
             "max_new_tokens": self.max_new_tokens,
+            "sampling": dataclasses.asdict(self.sampling),
             "wall_s": rounded(self.wall_s, 3),
             "items": [
                 {
@@ -301,7 +311,9 @@ def run_bench(
 ) -> Report:
     """Warm up, then for each item and repeat run each method in turn; medians over repeats."""
     start = time.perf_counter()
-    report = Report(loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens)
+    report = Report(
+        loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
+    )
     limit = context_limit(loaded.model)
     prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
     for item, ids in zip(items, prompts, strict=True):

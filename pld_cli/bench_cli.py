@@ -30,6 +30,10 @@ from .options import (
     QuietOpt,
     RemoteCodeOpt,
     RevisionOpt,
+    SeedOpt,
+    TemperatureOpt,
+    TopKOpt,
+    TopPOpt,
     VerboseOpt,
     decode_config,
     model_spec,
@@ -86,6 +90,10 @@ def bench(
     ngram_min: NgramMinOpt = 1,
     num_draft: NumDraftOpt = 10,
     draft: DraftOpt = "adaptive",
+    temperature: TemperatureOpt = 0.0,
+    top_p: TopPOpt = 1.0,
+    top_k: TopKOpt = 0,
+    seed: SeedOpt = 0,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -95,6 +103,8 @@ def bench(
     chosen = parse_methods(methods)
     if check and not {"greedy", "pld"} <= set(chosen):
         raise PldError("--check needs both greedy and pld in --methods", code=2)
+    if check and temperature > 0:
+        raise PldError("--check compares greedy outputs: it needs --temperature 0", code=2)
     if plot is not None:
         bench_view.require_matplotlib()
     items = load_corpora(corpus_dir)

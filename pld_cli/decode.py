@@ -7,6 +7,7 @@ expected tokens per second under the measured pass costs (policy.py); "fixed" ve
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from .drafter import NO_DRAFT, Drafter, NgramIndex
 from .policy import AcceptanceModel, choose_length
 from .runtime import Runtime
+from .sampling import Sampler, SamplingConfig, verify_sampled
 from .verify import accepted_prefix, verify_greedy
 
 
@@ -25,6 +27,7 @@ class DecodeConfig:
     ngram_min: int = 1
     use_pld: bool = True
     draft: str = "adaptive"  # 'adaptive' | 'fixed'
+    sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
 
     @property
     def adaptive(self) -> bool:
@@ -64,7 +67,7 @@ def generate(
     config: DecodeConfig,
     costs: Sequence[float] | None = None,
 ) -> Iterator[Event]:
-    """Greedy decoding of prompt_ids: a Prefill event, then one Pass per forward pass.
+    """Decoding of prompt_ids (greedy, or sampled): a Prefill event, then one Pass per pass.
 
     costs[q] is the measured seconds of a pass over q positions (adaptive drafting only); without
     it every pass size is taken to cost the same.
@@ -78,6 +81,10 @@ def generate(
     index = NgramIndex(prompt_ids, config.ngram_max, config.ngram_min)
     drafter = Drafter(index, follow_copies=config.adaptive)
     acceptance = AcceptanceModel()
+    if config.sampling.temperature > 0:
+        verify = functools.partial(verify_sampled, sampler=Sampler(config.sampling))
+    else:
+        verify = verify_greedy
     costs = costs or [1.0] * (config.num_draft + 2)
     pending = prompt_ids[-1]  # the newest token, not yet in the cache
     produced = 0
@@ -90,7 +97,7 @@ def generate(
         if config.adaptive and draft:
             choice = choose_length(len(draft), candidate.run, acceptance, costs)
             draft, reason = draft[: choice.k], choice.reason
-        accepted, emitted = verify_greedy(runtime, pending, draft)
+        accepted, emitted = verify(runtime, pending, draft)
         # The model's own token also tells whether the next, unverified candidate token was right.
         observed = candidate.tokens[: len(draft) + 1]
         acceptance.update(candidate.run, len(observed), accepted_prefix(observed, emitted))

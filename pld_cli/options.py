@@ -11,6 +11,7 @@ from .decode import DecodeConfig
 from .errors import PldError
 from .models import ModelSpec
 from .render import Ui
+from .sampling import SamplingConfig
 
 MODEL = "Model"
 DECODING = "Decoding"
@@ -52,6 +53,24 @@ DraftOpt = Annotated[
         rich_help_panel=DECODING,
     ),
 ]
+SAMPLING = "Sampling"
+TemperatureOpt = Annotated[
+    float, typer.Option(min=0.0, help="0 decodes greedily.", rich_help_panel=SAMPLING)
+]
+TopPOpt = Annotated[
+    float,
+    typer.Option(min=0.0, max=1.0, min_open=True, help="Nucleus sampling mass.",
+                 rich_help_panel=SAMPLING),
+]  # fmt: skip
+TopKOpt = Annotated[
+    int,
+    typer.Option(min=0, help="Sample among the k likeliest (0: all).", rich_help_panel=SAMPLING),
+]
+SeedOpt = Annotated[
+    int | None,
+    typer.Option(help="Random seed: the same seed and settings give the same text.",
+                 rich_help_panel=SAMPLING),
+]  # fmt: skip
 NoPldOpt = Annotated[
     bool,
     typer.Option("--no-pld", help="Plain greedy decoding, no drafting.", rich_help_panel=DECODING),
@@ -116,6 +135,9 @@ def decode_config(params: dict) -> DecodeConfig:
         ngram_min=params["ngram_min"],
         use_pld=not params.get("no_pld", False),
         draft=params["draft"],
+        sampling=SamplingConfig(
+            params["temperature"], params["top_p"], params["top_k"], params["seed"]
+        ),
     )
 
 

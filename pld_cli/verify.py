@@ -13,8 +13,8 @@ from .runtime import Runtime
 
 def accepted_prefix(draft: Sequence[int], targets: Sequence[int]) -> int:
     """How many leading draft tokens equal the model's greedy choice at their position."""
-    accepted = 0
-    while accepted < len(draft) and draft[accepted] == targets[accepted]:
+    accepted, limit = 0, min(len(draft), len(targets))
+    while accepted < limit and draft[accepted] == targets[accepted]:
         accepted += 1
     return accepted
 

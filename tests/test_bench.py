@@ -13,6 +13,7 @@ from pld_cli.bench import ItemResult, MethodResult, Report, Run
 from pld_cli.bench_corpus import Item, load_corpus
 from pld_cli.cli import main
 from pld_cli.prompts import Task
+from pld_cli.sampling import SamplingConfig
 
 METHOD_KEYS = {
     "prompt_tokens", "new_tokens", "passes", "tokens_per_pass", "drafted_tokens",
@@ -70,8 +71,8 @@ def bench_json(tiny_model_dir, corpus, capsys, *extra) -> tuple[int, dict | None
 def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--check", "--repeat", "2")
     assert (code, err) == (0, "")
-    assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "wall_s",
-                         "items", "summary"}  # fmt: skip
+    assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "sampling",
+                         "wall_s", "items", "summary"}  # fmt: skip
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu", "float32", 2, 12
     )  # fmt: skip
@@ -207,7 +208,7 @@ def synthetic_report() -> Report:
         runs = {"greedy": [result(tokens, len(tokens), 0, 0, seconds).run],
                 "pld": [result(tokens, 2, len(tokens) - 2, 2, seconds / 2).run]}  # fmt: skip
         items.append(ItemResult(Item(f"i{n}", "c", Task("summarize", "d")), bench.compare(runs)))
-    return Report("m", "cpu", "float32", 1, 16, items, 1.0)
+    return Report("m", "cpu", "float32", 1, 16, SamplingConfig(), items, 1.0)
 
 
 def test_summary_aggregates_synthetic():
