@@ -59,7 +59,7 @@ TemperatureOpt = Annotated[
 ]
 TopPOpt = Annotated[
     float,
-    typer.Option(min=0.0, max=1.0, min_open=True, help="Nucleus sampling mass.",
+    typer.Option(min=0.0, max=1.0, help="Nucleus sampling mass (above 0).",
                  rich_help_panel=SAMPLING),
 ]  # fmt: skip
 TopKOpt = Annotated[
@@ -126,6 +126,8 @@ def model_spec(params: dict) -> ModelSpec:
 def decode_config(params: dict) -> DecodeConfig:
     if params["ngram_min"] > params["ngram_max"]:
         raise PldError("--ngram-min must not exceed --ngram-max", code=2)
+    if params["top_p"] <= 0:
+        raise PldError("--top-p must be above 0", code=2)
     if params["draft"] not in ("adaptive", "fixed"):
         raise PldError(f"--draft {params['draft']}: expected adaptive or fixed", code=2)
     return DecodeConfig(
