@@ -25,7 +25,7 @@ from .pipeline import check_fits
 from .prompts import prompt_ids
 from .runtime import DynamicRuntime, context_limit
 from .sampling import SamplingConfig
-from .stats import Stats
+from .stats import Stats, predicted_speedup
 
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 WARMUP_TOKENS = 8
@@ -164,10 +164,8 @@ class MethodResult:
 
     @property
     def predicted_speedup(self) -> float | None:
-        f, run = self.copy_rate, self.mean_accepted
-        if run is None:
-            return None
-        return 1.0 / (f / run + (1.0 - f)) if run else 1.0
+        run = self.mean_accepted
+        return None if run is None else predicted_speedup(self.copy_rate, run)
 
     def as_dict(self) -> dict:
         run = self.run

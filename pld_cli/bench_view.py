@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .bench import MethodResult, Report, pooled_mean_accepted
 from .errors import PldError
+from .stats import predicted_speedup
 
 MARKERS = "os^Dv<>P*X"
 
@@ -155,7 +156,7 @@ def plot(report: Report, path: Path) -> None:
     for j, corpus in enumerate(corpora):
         run = pooled_mean_accepted(report, corpus)
         if run:
-            curve = [1 / (f / run + 1 - f) for f in grid]
+            curve = [predicted_speedup(f, run) for f in grid]
             label = f"1/(f/L + 1 - f), {corpus}: L = {run:.2f}"
             ax.plot(grid, curve, linestyle="--", color=f"C{len(methods) + j}", label=label)
     ax.axhline(1.0, color="grey", linewidth=0.5)

@@ -69,8 +69,7 @@ class Stats:
     @property
     def predicted_speedup(self) -> float:
         """The seed's formula from this run's f and L (an estimate, not a measurement)."""
-        f, run = self.copy_rate, self.mean_accepted
-        return 1.0 / (f / run + (1.0 - f)) if run else 1.0
+        return predicted_speedup(self.copy_rate, self.mean_accepted)
 
     @property
     def estimated_speedup(self) -> float | None:
@@ -106,3 +105,9 @@ class Stats:
             "copy_rate": round(self.copy_rate, 4),
             "mean_accepted": round(self.mean_accepted, 3),
         }
+
+
+def predicted_speedup(copy_rate: float, mean_accepted: float) -> float:
+    """1 / (f/L + (1 - f)): passes saved when a share f of tokens came in accepted runs of L."""
+    f, run = copy_rate, mean_accepted
+    return 1.0 / (f / run + (1.0 - f)) if run else 1.0

@@ -153,3 +153,26 @@ def test_default_model_edit_writes_the_file(pld, tmp_path, default_model):
     assert source.read_text() == result["text"]
     assert "welcome" in result["text"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["greet.py"]
+
+
+def test_sampling_is_reproducible_with_a_seed(pld, tiny):
+    args = ("summarize", *tiny, "--temperature", "0.8", "--top-k", "50", "--seed", "3", "--json")
+    first = json.loads(pld(*args, stdin=DOC.encode())[1])
+    second = json.loads(pld(*args, stdin=DOC.encode())[1])
+    assert first["text"] == second["text"]
+
+
+@pytest.mark.parametrize(
+    "args", [["--top-p", "0"], ["--draft", "sometimes"], ["--temperature", "-1"]]
+)
+def test_bad_decoding_options_exit_2(pld, tiny, args):
+    code, _, err = pld("summarize", *tiny, *args, stdin=DOC.encode())
+    assert code == 2
+    one_error_line(err)
+
+
+def test_verbose_shows_each_pass_and_why(pld, tiny):
+    code, _, err = pld("summarize", *tiny, "--verbose", stdin=(DOC * 2).encode())
+    assert code == 0
+    lines = [line for line in err.splitlines() if line.startswith("pass ")]
+    assert len(lines) >= 1 and "draft tokens (" in lines[0]
