@@ -74,12 +74,17 @@ def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:
 
 
 class SpanDecoder:
-    """Turns each pass's tokens into new text, split into copied and model-produced spans."""
+    """Turns each pass's tokens into new text, split into copied and model-produced spans.
+
+    Decodes only a short window (the tokens since the previous span plus the one span before, for
+    context), so the cost per pass does not grow with the length of the output.
+    """
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
         self.ids: list[int] = []
-        self.text = ""
+        self.prefix_offset = 0  # start of the context window
+        self.read_offset = 0  # tokens before this are already shown
 
     def feed(self, step: Pass) -> list[Span]:
         spans = []
@@ -88,10 +93,13 @@ class SpanDecoder:
             if not tokens:
                 continue
             self.ids.extend(tokens)
-            text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-            if text.endswith("\ufffd"):  # a character split across tokens: wait for the rest
-                continue
-            if len(text) > len(self.text):
-                spans.append(Span(text[len(self.text) :], copied))
-            self.text = text
+            shown = self.decode(self.prefix_offset, self.read_offset)
+            text = self.decode(self.prefix_offset, len(self.ids))
+            if text.endswith("\ufffd") or len(text) <= len(shown):
+                continue  # a character split across tokens, or nothing visible yet: wait
+            spans.append(Span(text[len(shown) :], copied))
+            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
         return spans
+
+    def decode(self, start: int, end: int) -> str:
+        return self.tokenizer.decode(self.ids[start:end], skip_special_tokens=True)
