@@ -54,10 +54,16 @@ def atomic_write(path: Path, text: str) -> None:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        if target.exists():
-            os.chmod(temp, stat.S_IMODE(target.stat().st_mode))
+        # mkstemp makes the file private; keep the replaced file's mode, or the umask's default.
+        os.chmod(temp, stat.S_IMODE(target.stat().st_mode) if target.exists() else default_mode())
         os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
         raise
+
+
+def default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

@@ -45,6 +45,15 @@ def test_atomic_write_replaces_and_keeps_the_mode(tmp_path):
     assert os.listdir(tmp_path) == ["f.py"]  # no temporary file left behind
 
 
+def test_atomic_write_creates_a_new_file_with_the_usual_mode(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        atomic_write(tmp_path / "new.json", "{}\n")
+    finally:
+        os.umask(umask)
+    assert oct((tmp_path / "new.json").stat().st_mode & 0o777) == oct(0o644)
+
+
 def test_atomic_write_leaves_the_file_alone_on_failure(tmp_path, monkeypatch):
     path = tmp_path / "f.py"
     path.write_text("old\n")
