@@ -185,7 +185,7 @@ def as_json(result: Result, model: str, plain: Result | None) -> dict:
     if plain is not None:
         out["compare"] = {
             "plain": plain.stats.as_dict(),
-            "speedup": round(plain.stats.decode_s / result.stats.decode_s, 3),
+            "speedup": round(result.speedup_over(plain), 3),
             "identical": plain.token_ids == result.token_ids,
         }
     return out

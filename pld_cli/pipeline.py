@@ -26,6 +26,10 @@ class Result:
     token_ids: list[int]
     stats: Stats
 
+    def speedup_over(self, plain: Result) -> float:
+        """Measured: plain decoding's decode time over this run's, same input, same process."""
+        return plain.stats.decode_s / self.stats.decode_s if self.stats.decode_s else 0.0
+
     @property
     def complete(self) -> bool:
         """The model ended the text itself (EOS), rather than running out of tokens."""

@@ -127,7 +127,7 @@ class Ui:
         self.console.print(table)
 
     def comparison(self, pld: Result, plain: Result) -> None:
-        speedup = plain.stats.decode_s / pld.stats.decode_s if pld.stats.decode_s else 0.0
+        speedup = pld.speedup_over(plain)
         same = "identical" if pld.token_ids == plain.token_ids else "DIFFERENT"
         self.console.print(
             f"pld: measured {speedup:.2f}× the speed of plain decoding "
