@@ -40,7 +40,6 @@ from .options import (
 )
 from .pipeline import measured_costs
 from .render import Ui
-from .runtime import DynamicRuntime
 
 BENCH = "Benchmark"
 
@@ -112,10 +111,7 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
-    costs = None
-    if any(m.startswith("pld") for m in chosen):
-        with ui.progress("measuring pass costs (once per model and device)"):
-            costs = measured_costs(loaded, DynamicRuntime(loaded.model), config)
+        costs = measured_costs(loaded, config, report_load)
     total = len(chosen) * (1 + repeat * len(items))
     with bench_view.progress(total, quiet) as advance:
         report = run_bench(loaded, items, chosen, config, repeat, advance, costs)

@@ -46,7 +46,6 @@ from .options import (
 )
 from .pipeline import Result, measured_costs, run
 from .prompts import Task
-from .runtime import DynamicRuntime
 
 app = typer.Typer(
     add_completion=False,
@@ -145,10 +144,7 @@ def execute(task: Task, opts: Options, destination: Path | None) -> None:
     ui.quiet_libraries()
     with ui.progress("loading model") as report:
         loaded = load_model(opts.model, report)
-    costs = None
-    if opts.decode.adaptive:
-        with ui.progress("measuring pass costs (once per model and device)"):
-            costs = measured_costs(loaded, DynamicRuntime(loaded.model), opts.decode)
+        costs = measured_costs(loaded, opts.decode, report)
     with ui.live() as observe:
         result = run(loaded, task, opts.decode, observe=observe, costs=costs)
     plain = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -55,11 +56,17 @@ def interpolate(measured: dict[int, float], max_q: int) -> list[float]:
 
 
 def pass_costs(
-    runtime: Runtime, vocab_size: int, key: str, cache_file: Path, max_q: int
+    runtime: Runtime,
+    vocab_size: int,
+    key: str,
+    cache_file: Path,
+    max_q: int,
+    report: Callable[[str], None] = lambda _: None,
 ) -> list[float]:
     """costs[q] = t(q) for q up to max_q, from the cache file or a fresh calibration."""
     table = load_table(cache_file)
     if key not in table:
+        report("measuring pass costs (once for this model, device and dtype)")
         table[key] = {str(q): seconds for q, seconds in measure(runtime, vocab_size).items()}
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(cache_file, json.dumps(table, indent=1, sort_keys=True))

@@ -61,12 +61,18 @@ def run(
     return Result(finish(task, text), spans.ids, stats)
 
 
-def measured_costs(loaded: LoadedModel, runtime: Runtime, config: DecodeConfig) -> list[float]:
-    """t(q) for this model, device, dtype and runtime: calibrated once, then read from the cache."""
+def measured_costs(
+    loaded: LoadedModel, config: DecodeConfig, report: Callable[[str], None] = lambda _: None
+) -> list[float] | None:
+    """t(q) for adaptive drafting on this model, device, dtype and runtime (None when not needed):
+    calibrated once, then read from the cache."""
+    if not config.adaptive:
+        return None
+    runtime = DynamicRuntime(loaded.model)
     key = cost_key(loaded.name, loaded.device, loaded.dtype, type(runtime).__name__)
     vocab_size = loaded.model.config.vocab_size
     cache_file = cache_dir() / "pass-costs.json"
-    return pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1)
+    return pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
 
 
 def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:
