@@ -1,142 +1,30 @@
 """Benchmarking decoding methods on equal terms: one model, same prompts, methods interleaved.
 
-Each method is a runner (model, prompt ids, config) -> Run; `greedy` and `pld` are pld's own loop
-with drafting off and on, `hf-pld` is transformers' built-in prompt lookup. Per item, every repeat
-runs every method in turn so machine drift hits all alike; times are medians over the repeats and
-the speedup is measured against greedy, next to the estimate 1 / (f/L + (1 - f)).
+Each method is a runner from bench_methods.py. Per item, every repeat runs every method in turn so
+machine drift hits all alike; times are medians over the repeats and the speedup is measured
+against greedy, next to the estimate 1 / (f/L + (1 - f)).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import torch
-
 from .bench_corpus import Item
-from .decode import DecodeConfig, Pass, generate
+from .bench_methods import RUNNERS, Costs, Run
+from .decode import DecodeConfig
 from .errors import PldError
 from .models import LoadedModel
 from .pipeline import check_fits
 from .prompts import prompt_ids
-from .runtime import DynamicRuntime, context_limit
+from .runtime import context_limit
 from .sampling import SamplingConfig
-from .stats import Stats, predicted_speedup
+from .stats import predicted_speedup
 
-HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 WARMUP_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class Run:
-    """What one decode produced. None where a method cannot tell (see run_hf_pld)."""
-
-    token_ids: list[int]  # the new tokens, EOS included
-    prompt_tokens: int
-    passes: int
-    drafted_tokens: int | None
-    accepted_tokens: int
-    passes_accepting: int | None
-    decode_s: float
-    trace: list[dict] | None = None  # pld's loop: per pass, the draft length chosen and why
-    acceptance_histogram: list[dict] | None = None  # pld's loop: acceptance per draft position
-
-    @property
-    def new_tokens(self) -> int:
-        return len(self.token_ids)
-
-
-Costs = Sequence[float] | None  # measured t(q), for adaptive drafting
-Runner = Callable[[LoadedModel, list[int], DecodeConfig, Costs], Run]
-
-
-def run_loop(
-    loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs, **changes
-) -> Run:
-    """pld's own decode loop with the config changed as given (only tokens and timings)."""
-    stats, tokens, trace = Stats(), [], []
-    config = dataclasses.replace(config, **changes)
-    for event in generate(DynamicRuntime(loaded.model), ids, loaded.eos_ids, config, costs):
-        stats.add(event)
-        if isinstance(event, Pass):
-            tokens.extend(event.emitted)
-            trace.append(pass_record(event))
-    counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
-    if not config.use_pld:
-        return Run(tokens, len(ids), *counts, stats.decode_s)
-    return Run(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
-
-
-def pass_record(step: Pass) -> dict:
-    return {
-        "verified": len(step.drafted),
-        "offered": step.candidates,
-        "accepted": step.accepted,
-        "why": step.reason,
-    }
-
-
-def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs) -> Run:
-    """transformers' generate with prompt lookup, measured with a forward hook on the model.
-
-    The first forward call is the prefill (it also verifies a first draft and emits tokens);
-    passes are the calls after it. decode_s runs from the end of that call to the end of generate.
-    generate does not report its drafts: each call emits its accepted draft tokens plus one, so
-    accepted = new_tokens - calls = (new_tokens - 1) - passes. How many tokens were drafted and how
-    many passes accepted any are unknown: drafted_tokens and passes_accepting are None (null).
-    """
-    model, ends = loaded.model, []
-    device = model.get_input_embeddings().weight.device
-
-    def hook(*_) -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        ends.append(time.perf_counter())
-
-    x = torch.tensor([ids], device=device)
-    sampling = config.sampling
-    if sampling.temperature > 0:
-        torch.manual_seed(0 if sampling.seed is None else sampling.seed)
-        options = dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
-                       top_k=sampling.top_k)  # fmt: skip
-    else:
-        options = dict(do_sample=False)
-    pad = loaded.tokenizer.pad_token_id
-    eos = sorted(loaded.eos_ids)
-    handle = model.register_forward_hook(hook)
-    try:
-        out = model.generate(
-            x,
-            attention_mask=torch.ones_like(x),
-            prompt_lookup_num_tokens=HF_LOOKUP_TOKENS,
-            **options,
-            return_dict_in_generate=False,
-            max_new_tokens=config.max_new_tokens,
-            eos_token_id=eos,
-            pad_token_id=eos[0] if pad is None else pad,
-        )
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        end = time.perf_counter()
-    finally:
-        handle.remove()
-    tokens = out[0, len(ids) :].tolist()
-    passes = max(len(ends) - 1, 0)
-    accepted = max(len(tokens) - 1 - passes, 0)
-    return Run(tokens, len(ids), passes, None, accepted, None, end - ends[0] if ends else 0.0)
-
-
-# A method is one entry: a function (model, prompt ids, config) -> Run.
-RUNNERS: dict[str, Runner] = {
-    "greedy": functools.partial(run_loop, use_pld=False),
-    "pld": functools.partial(run_loop, use_pld=True),
-    "pld-fixed": functools.partial(run_loop, use_pld=True, draft="fixed"),
-    "hf-pld": run_hf_pld,
-}
 
 
 @dataclass

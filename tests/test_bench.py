@@ -9,8 +9,9 @@ import sys
 import pytest
 
 from pld_cli import bench, bench_corpus, bench_view
-from pld_cli.bench import ItemResult, MethodResult, Report, Run
+from pld_cli.bench import ItemResult, MethodResult, Report
 from pld_cli.bench_corpus import Item, load_corpus
+from pld_cli.bench_methods import Run
 from pld_cli.cli import main
 from pld_cli.prompts import Task
 from pld_cli.sampling import SamplingConfig
