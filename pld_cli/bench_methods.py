@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .decode import DecodeConfig, Pass, generate
+from .decode import DecodeConfig, Pass
 from .models import LoadedModel
-from .runtime import DynamicRuntime
-from .stats import Stats
+from .pipeline import decode_ids
 
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 
@@ -50,13 +49,11 @@ def run_loop(
     loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs, **changes
 ) -> Run:
     """pld's own decode loop with the config changed as given (only tokens and timings)."""
-    stats, tokens, trace = Stats(), [], []
+    trace = []
     config = dataclasses.replace(config, **changes)
-    for event in generate(DynamicRuntime(loaded.model), ids, loaded.eos_ids, config, costs):
-        stats.add(event)
-        if isinstance(event, Pass):
-            tokens.extend(event.emitted)
-            trace.append(pass_record(event))
+    tokens, stats = decode_ids(
+        loaded, ids, config, costs, on_pass=lambda step, _: trace.append(pass_record(step))
+    )
     counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
     if not config.use_pld:
         return Run(tokens, len(ids), *counts, stats.decode_s)

@@ -50,15 +50,37 @@ def run(
     runtime = runtime or DynamicRuntime(loaded.model)
     ids = prompt_ids(loaded.tokenizer, task)
     check_fits(len(ids), config.max_new_tokens, runtime.context_limit)
-    stats, spans = Stats(costs=costs), SpanDecoder(loaded.tokenizer)
-    for event in generate(runtime, ids, loaded.eos_ids, config, costs):
+    spans = SpanDecoder(loaded.tokenizer)
+
+    def show(step: Pass, stats: Stats) -> None:
+        new_spans = spans.feed(step)
+        if observe:
+            observe(step, new_spans, stats)
+
+    tokens, stats = decode_ids(loaded, ids, config, costs, runtime, show)
+    text = loaded.tokenizer.decode(tokens, skip_special_tokens=True)
+    return Result(finish(task, text), tokens, stats)
+
+
+def decode_ids(
+    loaded: LoadedModel,
+    ids: list[int],
+    config: DecodeConfig,
+    costs: Sequence[float] | None = None,
+    runtime: Runtime | None = None,
+    on_pass: Callable[[Pass, Stats], None] | None = None,
+) -> tuple[list[int], Stats]:
+    """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats."""
+    stats, tokens = Stats(costs=costs), []
+    for event in generate(
+        runtime or DynamicRuntime(loaded.model), ids, loaded.eos_ids, config, costs
+    ):
         stats.add(event)
         if isinstance(event, Pass):
-            new_spans = spans.feed(event)
-            if observe:
-                observe(event, new_spans, stats)
-    text = loaded.tokenizer.decode(spans.ids, skip_special_tokens=True)
-    return Result(finish(task, text), spans.ids, stats)
+            tokens.extend(event.emitted)
+            if on_pass:
+                on_pass(event, stats)
+    return tokens, stats
 
 
 def measured_costs(
