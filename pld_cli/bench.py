@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .bench_corpus import Item
-from .bench_methods import RUNNERS, Costs, Run
+from .bench_methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, runner
 from .decode import DecodeConfig
 from .errors import PldError
 from .models import LoadedModel
-from .pipeline import check_fits
+from .pipeline import check_fits, ready
 from .prompts import prompt_ids
 from .runtime import context_limit
 from .sampling import SamplingConfig
@@ -99,6 +99,7 @@ class Report:
     sampling: SamplingConfig
     items: list[ItemResult] = field(default_factory=list)
     wall_s: float = 0.0
+    runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
 
     def summary(self) -> dict[str, dict[str, dict]]:
         """Per corpus and method: aggregate tok/s, its ratio to greedy's, items identical."""
@@ -131,6 +132,7 @@ class Report:
             "max_new_tokens": self.max_new_tokens,
             "sampling": dataclasses.asdict(self.sampling),
             "wall_s": rounded(self.wall_s, 3),
+            "runtimes": self.runtimes,
             "items": [
                 {
                     "id": r.item.id,
@@ -193,7 +195,6 @@ def run_bench(
     config: DecodeConfig,
     repeat: int = 1,
     progress: Progress = lambda _: None,
-    costs: Costs = None,
 ) -> Report:
     """Warm up, then for each item and repeat run each method in turn; medians over repeats."""
     start = time.perf_counter()
@@ -207,15 +208,21 @@ def run_bench(
             check_fits(len(ids), config.max_new_tokens, limit)
         except PldError as exc:
             raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
+    # Every runtime opened once, with room for the longest item: all items share its cache.
+    positions = max(map(len, prompts)) + config.max_new_tokens
+    for method in methods:
+        base, _, kind = method.partition("@")
+        if base in LOOP_RUNNERS:
+            report.runtimes[method] = ready(loaded, positions, config, kind or None)[0].name
     warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
     for method in methods:
-        RUNNERS[method](loaded, prompts[0], warm, costs)
+        runner(method)(loaded, prompts[0], warm)
         progress(f"warm-up {method}")
     for item, ids in zip(items, prompts, strict=True):
         runs: dict[str, list[Run]] = {method: [] for method in methods}
         for _ in range(repeat):
             for method in methods:
-                runs[method].append(RUNNERS[method](loaded, ids, config, costs))
+                runs[method].append(runner(method)(loaded, ids, config))
                 progress(f"{item.corpus}/{item.id} {method}")
         report.items.append(ItemResult(item, compare(runs)))
     report.wall_s = time.perf_counter() - start
@@ -243,11 +250,12 @@ def compare(runs: dict[str, list[Run]]) -> dict[str, MethodResult]:
 
 def parse_methods(text: str) -> list[str]:
     methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    unknown = [m for m in methods if m not in RUNNERS]
+    unknown = [m for m in methods if runner(m) is None]
     if unknown or not methods:
         raise PldError(
             f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
-            f"expected a comma-separated list of {', '.join(RUNNERS)}",
+            f"expected a comma-separated list of {', '.join(RUNNERS)} "
+            f"(pld's own methods also as METHOD@{'|'.join(RUNTIME_SUFFIXES)})",
             code=2,
         )
     return methods

@@ -30,6 +30,7 @@ from .options import (
     QuietOpt,
     RemoteCodeOpt,
     RevisionOpt,
+    RuntimeOpt,
     SeedOpt,
     TemperatureOpt,
     TopKOpt,
@@ -38,7 +39,7 @@ from .options import (
     decode_config,
     model_spec,
 )
-from .pipeline import measured_costs
+from .pipeline import ready
 from .render import Ui
 
 BENCH = "Benchmark"
@@ -83,6 +84,7 @@ def bench(
     revision: RevisionOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
+    runtime: RuntimeOpt = "auto",
     trust_remote_code: RemoteCodeOpt = False,
     max_new_tokens: MaxNewOpt = 256,
     ngram_max: NgramMaxOpt = 3,
@@ -111,10 +113,10 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
-        costs = measured_costs(loaded, config, report_load)
+        ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once
     total = len(chosen) * (1 + repeat * len(items))
     with bench_view.progress(total, quiet) as advance:
-        report = run_bench(loaded, items, chosen, config, repeat, advance, costs)
+        report = run_bench(loaded, items, chosen, config, repeat, advance)
     if json_file is not None:
         atomic_write(json_file, json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n")
     if plot is not None:

@@ -1,8 +1,9 @@
-"""The methods a benchmark compares, each a runner (model, prompt ids, config, costs) -> Run.
+"""The methods a benchmark compares, each a runner (model, prompt ids, config) -> Run.
 
 `greedy`, `pld` and `pld-fixed` are pld's own loop with drafting off, adaptive and fixed-length;
 `hf-pld` is transformers' built-in prompt lookup, timed from outside with a forward hook. A new
-method is one more entry in RUNNERS.
+method is one more entry in RUNNERS. pld's own methods take a runtime suffix (`pld@dynamic`) to
+run on another runtime than the bench's --runtime, side by side.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -41,18 +42,21 @@ class Run:
         return len(self.token_ids)
 
 
-Costs = Sequence[float] | None  # measured t(q), for adaptive drafting
-Runner = Callable[[LoadedModel, list[int], DecodeConfig, Costs], Run]
+Runner = Callable[[LoadedModel, list[int], DecodeConfig], Run]
 
 
 def run_loop(
-    loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs, **changes
+    loaded: LoadedModel,
+    ids: list[int],
+    config: DecodeConfig,
+    runtime_kind: str | None = None,
+    **changes,
 ) -> Run:
     """pld's own decode loop with the config changed as given (only tokens and timings)."""
     trace = []
     config = dataclasses.replace(config, **changes)
     tokens, stats = decode_ids(
-        loaded, ids, config, costs, on_pass=lambda step, _: trace.append(pass_record(step))
+        loaded, ids, config, lambda step, _: trace.append(pass_record(step)), runtime_kind
     )
     counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
     if not config.use_pld:
@@ -69,7 +73,7 @@ def pass_record(step: Pass) -> dict:
     }
 
 
-def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs: Costs) -> Run:
+def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
     """transformers' generate with prompt lookup, measured with a forward hook on the model.
 
     The first forward call is the prefill (it also verifies a first draft and emits tokens);
@@ -120,9 +124,20 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig, costs:
 
 
 # A method is one entry: a function (model, prompt ids, config) -> Run.
-RUNNERS: dict[str, Runner] = {
+LOOP_RUNNERS: dict[str, Runner] = {
     "greedy": functools.partial(run_loop, use_pld=False),
     "pld": functools.partial(run_loop, use_pld=True),
     "pld-fixed": functools.partial(run_loop, use_pld=True, draft="fixed"),
-    "hf-pld": run_hf_pld,
 }
+RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {"hf-pld": run_hf_pld}
+RUNTIME_SUFFIXES = ("static", "dynamic")
+
+
+def runner(method: str) -> Runner | None:
+    """The runner of a method name such as `pld` or `greedy@dynamic`; None if there is none."""
+    base, _, kind = method.partition("@")
+    if not kind:
+        return RUNNERS.get(base)
+    if base in LOOP_RUNNERS and kind in RUNTIME_SUFFIXES:
+        return functools.partial(LOOP_RUNNERS[base], runtime_kind=kind)
+    return None

@@ -127,6 +127,9 @@ def show(report: Report, to_stderr: bool) -> None:
         f"{report.repeat}, ≤{report.max_new_tokens} new tokens, {report.wall_s:.1f} s in all",
         markup=False,
     )
+    if report.runtimes:
+        runtimes = ", ".join(f"{m}: {name}" for m, name in report.runtimes.items())
+        out.print(f"runtimes: {runtimes}", markup=False)
     out.print(items_table(report))
     out.print(summary_table(report))
 

@@ -36,6 +36,7 @@ from .options import (
     QuietOpt,
     RemoteCodeOpt,
     RevisionOpt,
+    RuntimeOpt,
     SeedOpt,
     StatsOpt,
     TemperatureOpt,
@@ -44,7 +45,7 @@ from .options import (
     VerboseOpt,
     options,
 )
-from .pipeline import Result, measured_costs, run
+from .pipeline import Result, ready, run, task_ids
 from .prompts import Task
 
 app = typer.Typer(
@@ -69,6 +70,7 @@ def edit(
     revision: RevisionOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
+    runtime: RuntimeOpt = "auto",
     trust_remote_code: RemoteCodeOpt = False,
     max_new_tokens: MaxNewOpt = 2048,
     ngram_max: NgramMaxOpt = 3,
@@ -112,6 +114,7 @@ def summarize(
     revision: RevisionOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "auto",
+    runtime: RuntimeOpt = "auto",
     trust_remote_code: RemoteCodeOpt = False,
     max_new_tokens: MaxNewOpt = 512,
     ngram_max: NgramMaxOpt = 3,
@@ -144,9 +147,10 @@ def execute(task: Task, opts: Options, destination: Path | None) -> None:
     ui.quiet_libraries()
     with ui.progress("loading model") as report:
         loaded = load_model(opts.model, report)
-        costs = measured_costs(loaded, opts.decode, report)
+        positions = len(task_ids(loaded, task, opts.decode)) + opts.decode.max_new_tokens
+        ready(loaded, positions, opts.decode, report=report, note=ui.detail)
     with ui.live() as observe:
-        result = run(loaded, task, opts.decode, observe=observe, costs=costs)
+        result = run(loaded, task, opts.decode, observe=observe)
     plain = None
     if opts.compare:
         with ui.progress("decoding again without drafting (--compare)"):

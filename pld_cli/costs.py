@@ -22,6 +22,7 @@ from .runtime import Runtime
 MEASURED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
 CONTEXT = 256
 REPEATS = 5
+CALIBRATION_POSITIONS = CONTEXT + max(MEASURED_SIZES) + 1  # the room a calibration needs
 
 
 def measure(runtime: Runtime, vocab_size: int) -> dict[int, float]:

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -33,6 +33,7 @@ class ModelSpec:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     trust_remote_code: bool = False
+    runtime: str = "auto"  # auto | static | dynamic (see runtimes.py)
 
 
 @dataclass
@@ -42,6 +43,8 @@ class LoadedModel:
     name: str
     device: str
     dtype: str
+    runtime: str = "auto"  # the runtime kind asked for
+    runtimes: dict = field(default_factory=dict)  # kind -> open runtime, reused (runtimes.py)
 
     @property
     def eos_ids(self) -> frozenset[int]:
@@ -100,7 +103,7 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     model = from_pretrained(
         AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
     ).eval()
-    return LoadedModel(model, tokenizer, name, device, dtype)
+    return LoadedModel(model, tokenizer, name, device, dtype, spec.runtime)
 
 
 def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:

@@ -11,6 +11,7 @@ from .decode import DecodeConfig
 from .errors import PldError
 from .models import ModelSpec
 from .render import Ui
+from .runtimes import KINDS
 from .sampling import SamplingConfig
 
 MODEL = "Model"
@@ -29,6 +30,14 @@ RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision.", rich_help
 DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N", rich_help_panel=MODEL)]
 DtypeOpt = Annotated[
     str, typer.Option(help="auto | float32 | bfloat16 | float16", rich_help_panel=MODEL)
+]
+RuntimeOpt = Annotated[
+    str,
+    typer.Option(
+        help="auto | static | dynamic: static preallocates the KV cache (CUDA graphs on CUDA); "
+        "auto uses it where the model allows.",
+        rich_help_panel=MODEL,
+    ),
 ]
 RemoteCodeOpt = Annotated[
     bool, typer.Option(help="Allow the model's own code from the hub.", rich_help_panel=MODEL)
@@ -114,12 +123,15 @@ class Options:
 
 
 def model_spec(params: dict) -> ModelSpec:
+    if params["runtime"] not in KINDS:
+        raise PldError(f"--runtime {params['runtime']}: expected {', '.join(KINDS)}", code=2)
     return ModelSpec(
         params["model"],
         params["revision"],
         params["device"],
         params["dtype"],
         params["trust_remote_code"],
+        params["runtime"],
     )
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from .costs import cost_key, pass_costs
+from .costs import CALIBRATION_POSITIONS, cost_key, pass_costs
 from .decode import DecodeConfig, Pass, generate
 from .errors import PldError
 from .models import LoadedModel, cache_dir
 from .prompts import Task, finish, prompt_ids
-from .runtime import DynamicRuntime, Runtime
+from .runtime import Runtime, context_limit
+from .runtimes import runtime_for
 from .stats import Stats
 
 
@@ -37,19 +38,13 @@ class Result:
 
 
 Observer = Callable[[Pass, list[Span], Stats], None]
+Report = Callable[[str], None]
 
 
 def run(
-    loaded: LoadedModel,
-    task: Task,
-    config: DecodeConfig,
-    runtime: Runtime | None = None,
-    observe: Observer | None = None,
-    costs: Sequence[float] | None = None,
+    loaded: LoadedModel, task: Task, config: DecodeConfig, observe: Observer | None = None
 ) -> Result:
-    runtime = runtime or DynamicRuntime(loaded.model)
-    ids = prompt_ids(loaded.tokenizer, task)
-    check_fits(len(ids), config.max_new_tokens, runtime.context_limit)
+    ids = task_ids(loaded, task, config)
     spans = SpanDecoder(loaded.tokenizer)
 
     def show(step: Pass, stats: Stats) -> None:
@@ -57,24 +52,29 @@ def run(
         if observe:
             observe(step, new_spans, stats)
 
-    tokens, stats = decode_ids(loaded, ids, config, costs, runtime, show)
+    tokens, stats = decode_ids(loaded, ids, config, show)
     text = loaded.tokenizer.decode(tokens, skip_special_tokens=True)
     return Result(finish(task, text), tokens, stats)
+
+
+def task_ids(loaded: LoadedModel, task: Task, config: DecodeConfig) -> list[int]:
+    """The prompt's token ids, checked to leave room for --max-new-tokens."""
+    ids = prompt_ids(loaded.tokenizer, task)
+    check_fits(len(ids), config.max_new_tokens, context_limit(loaded.model))
+    return ids
 
 
 def decode_ids(
     loaded: LoadedModel,
     ids: list[int],
     config: DecodeConfig,
-    costs: Sequence[float] | None = None,
-    runtime: Runtime | None = None,
     on_pass: Callable[[Pass, Stats], None] | None = None,
+    runtime_kind: str | None = None,
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats."""
+    runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_kind)
     stats, tokens = Stats(costs=costs), []
-    for event in generate(
-        runtime or DynamicRuntime(loaded.model), ids, loaded.eos_ids, config, costs
-    ):
+    for event in generate(runtime, ids, loaded.eos_ids, config, costs):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
@@ -83,18 +83,25 @@ def decode_ids(
     return tokens, stats
 
 
-def measured_costs(
-    loaded: LoadedModel, config: DecodeConfig, report: Callable[[str], None] = lambda _: None
-) -> list[float] | None:
-    """t(q) for adaptive drafting on this model, device, dtype and runtime (None when not needed):
-    calibrated once, then read from the cache."""
+def ready(
+    loaded: LoadedModel,
+    positions: int,
+    config: DecodeConfig,
+    runtime_kind: str | None = None,
+    report: Report = lambda _: None,
+    note: Report = lambda _: None,
+) -> tuple[Runtime, list[float] | None]:
+    """A runtime with room for `positions` and, for adaptive drafting, its t(q): calibrated once
+    per model, device, dtype and runtime, then read from the cache. Call it ahead of a decode to
+    do that work (and graph capture) outside the timed loop. `report` shows progress, `note`
+    says which runtime runs and why."""
+    runtime = runtime_for(loaded, max(positions, CALIBRATION_POSITIONS), runtime_kind, note)
     if not config.adaptive:
-        return None
-    runtime = DynamicRuntime(loaded.model)
-    key = cost_key(loaded.name, loaded.device, loaded.dtype, type(runtime).__name__)
+        return runtime, None
+    key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
     vocab_size = loaded.model.config.vocab_size
     cache_file = cache_dir() / "pass-costs.json"
-    return pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
+    return runtime, pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
 
 
 def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:

@@ -74,6 +74,11 @@ class Ui:
         if not self.quiet:
             self.console.print(f"pld: {message}", markup=False)
 
+    def detail(self, message: str) -> None:
+        """A note shown only under --verbose."""
+        if self.verbose:
+            self.note(message)
+
     @contextlib.contextmanager
     def progress(self, message: str) -> Iterator[Callable[[str], None]]:
         """A spinner on a terminal (or one line elsewhere) whose text the callee may update."""

@@ -16,6 +16,7 @@ from transformers import DynamicCache, PreTrainedModel
 
 class Runtime(Protocol):
     context_limit: int
+    name: str  # which runtime, for the pass-cost cache key
 
     @property
     def length(self) -> int:
@@ -33,6 +34,8 @@ class Runtime(Protocol):
 
 class DynamicRuntime:
     """transformers' own forward with a DynamicCache; rollback crops the cache."""
+
+    name = "dynamic"
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model

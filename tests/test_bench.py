@@ -73,7 +73,7 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--check", "--repeat", "2")
     assert (code, err) == (0, "")
     assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "sampling",
-                         "wall_s", "items", "summary"}  # fmt: skip
+                         "wall_s", "runtimes", "items", "summary"}  # fmt: skip
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu", "float32", 2, 12
     )  # fmt: skip
@@ -114,8 +114,8 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
 def altered(runner):
     """A runner whose output differs from greedy's at token 3."""
 
-    def run(loaded, ids, config, costs):
-        result = runner(loaded, ids, config, costs)
+    def run(loaded, ids, config):
+        result = runner(loaded, ids, config)
         tokens = list(result.token_ids)
         tokens[3] = tokens[3] + 1
         return dataclasses.replace(result, token_ids=tokens)
@@ -232,3 +232,15 @@ def test_plot_writes_png(tmp_path):
     path = tmp_path / "speedup.png"
     bench_view.plot(synthetic_report(), path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_methods_on_another_runtime_run_side_by_side(tiny_model_dir, corpus, capsys):
+    methods = "greedy,pld,greedy@dynamic,pld@dynamic"
+    code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", methods, "--check")
+    assert (code, err) == (0, "")
+    assert data["runtimes"] == {"greedy": "static", "pld": "static",
+                                "greedy@dynamic": "dynamic", "pld@dynamic": "dynamic"}  # fmt: skip
+    for item in data["items"]:
+        assert all(m["identical_to_greedy"] for m in item["methods"].values())
+    code, _, err = pld(["bench", str(corpus), "--methods", "greedy,hf-pld@static"], capsys)
+    assert code == 2 and "unknown method hf-pld@static" in err

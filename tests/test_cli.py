@@ -164,7 +164,8 @@ def test_sampling_is_reproducible_with_a_seed(pld, tiny):
 
 
 @pytest.mark.parametrize(
-    "args", [["--top-p", "0"], ["--draft", "sometimes"], ["--temperature", "-1"]]
+    "args",
+    [["--top-p", "0"], ["--draft", "sometimes"], ["--temperature", "-1"], ["--runtime", "fast"]],
 )
 def test_bad_decoding_options_exit_2(pld, tiny, args):
     code, _, err = pld("summarize", *tiny, *args, stdin=DOC.encode())
@@ -177,3 +178,9 @@ def test_verbose_shows_each_pass_and_why(pld, tiny):
     assert code == 0
     lines = [line for line in err.splitlines() if line.startswith("pass ")]
     assert len(lines) >= 1 and "draft tokens (" in lines[0]
+
+
+def test_verbose_says_which_runtime_runs(pld, tiny):
+    code, _, err = pld("summarize", *tiny, "--verbose", "--runtime", "static", stdin=DOC.encode())
+    assert code == 0
+    assert "pld: runtime: static, room for" in err

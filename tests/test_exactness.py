@@ -1,21 +1,25 @@
 """Greedy pld output is token-identical to plain decoding (drafting off), in float32."""
 
+import dataclasses
+
 import pytest
 import torch
 from conftest import tiny_llama
 
 from pld_cli.decode import DecodeConfig, Pass, generate
-from pld_cli.pipeline import run
+from pld_cli.pipeline import decode_ids, run, task_ids
 from pld_cli.prompts import Task
 from pld_cli.runtime import DynamicRuntime
+from pld_cli.static_runtime import StaticRuntime
 from pld_cli.stats import Stats
 
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]  # t(11) = 2 t(1)
+RUNTIMES = {"dynamic": DynamicRuntime, "static": lambda model: StaticRuntime(model, 256)}
 
 
-def decode(model, prompt, config, costs=None):
+def decode(model, prompt, config, costs=None, runtime="dynamic"):
     stats, tokens = Stats(), []
-    for event in generate(DynamicRuntime(model), prompt, {2}, config, costs):
+    for event in generate(RUNTIMES[runtime](model), prompt, {2}, config, costs):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
@@ -30,14 +34,16 @@ def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
     return [token for i in order for token in phrases[i]]
 
 
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
 @pytest.mark.parametrize("draft,costs", [("fixed", None), ("adaptive", CPU_COSTS)])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
-def test_tiny_llama_pld_equals_plain(seed, draft, costs):
+def test_tiny_llama_pld_equals_plain(seed, draft, costs, runtime):
     model = tiny_llama(seed)
     prompt = repetitive_prompt(seed)
     plain, plain_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80, use_pld=False))
-    pld, pld_stats = decode(model, prompt, DecodeConfig(max_new_tokens=80, draft=draft), costs)
-    assert pld == plain
+    config = DecodeConfig(max_new_tokens=80, draft=draft)
+    pld, pld_stats = decode(model, prompt, config, costs, runtime)
+    assert pld == plain  # plain on the dynamic runtime: identical across runtimes too
     assert plain_stats.passes == len(plain)
     # The test only means something if drafts were both accepted and rejected.
     assert 0 < pld_stats.accepted_tokens < pld_stats.drafted_tokens
@@ -94,3 +100,14 @@ def test_default_model_pld_equals_plain(default_model, task):
     assert pld.text == plain.text
     assert pld.stats.accepted_tokens > 0
     assert pld.stats.passes < plain.stats.passes
+
+
+@pytest.mark.slow
+def test_default_model_same_output_on_every_runtime(default_model):
+    task = Task("edit", EDIT_SOURCE, "Add a docstring to every function.", "geo.py")
+    config = DecodeConfig(max_new_tokens=80)
+    ids = task_ids(default_model, task, config)
+    static_pld, _ = decode_ids(default_model, ids, config, runtime_kind="static")
+    plain = dataclasses.replace(config, use_pld=False)
+    dynamic_plain, _ = decode_ids(default_model, ids, plain, runtime_kind="dynamic")
+    assert static_pld == dynamic_plain
