@@ -53,7 +53,9 @@ def bench(
     methods: Annotated[
         str,
         typer.Option(
-            help="Comma-separated: greedy, pld, pld-fixed, hf-pld.", rich_help_panel=BENCH
+            help="Comma-separated: greedy, pld, pld-fixed, hf-pld, hf-greedy; "
+            "greedy@dynamic (or @static) runs pld's own methods on that runtime.",
+            rich_help_panel=BENCH,
         ),
     ] = "greedy,pld,hf-pld",
     repeat: Annotated[
@@ -89,7 +91,7 @@ def bench(
     max_new_tokens: MaxNewOpt = 256,
     ngram_max: NgramMaxOpt = 3,
     ngram_min: NgramMinOpt = 1,
-    num_draft: NumDraftOpt = 10,
+    num_draft: NumDraftOpt = 24,
     draft: DraftOpt = "adaptive",
     temperature: TemperatureOpt = 0.0,
     top_p: TopPOpt = 1.0,

@@ -1,7 +1,8 @@
 """The methods a benchmark compares, each a runner (model, prompt ids, config) -> Run.
 
 `greedy`, `pld` and `pld-fixed` are pld's own loop with drafting off, adaptive and fixed-length;
-`hf-pld` is transformers' built-in prompt lookup, timed from outside with a forward hook. A new
+`hf-pld` is transformers' built-in prompt lookup and `hf-greedy` its plain `generate()`, timed
+from outside with a forward hook. A new
 method is one more entry in RUNNERS. pld's own methods take a runtime suffix (`pld@dynamic`) to
 run on another runtime than the bench's --runtime, side by side.
 """
@@ -25,7 +26,7 @@ HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 
 @dataclass(frozen=True)
 class Run:
-    """What one decode produced. None where a method cannot tell (see run_hf_pld)."""
+    """What one decode produced. None where a method cannot tell (see run_hf_generate)."""
 
     token_ids: list[int]  # the new tokens, EOS included
     prompt_tokens: int
@@ -73,8 +74,10 @@ def pass_record(step: Pass) -> dict:
     }
 
 
-def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run:
-    """transformers' generate with prompt lookup, measured with a forward hook on the model.
+def run_hf_generate(
+    loaded: LoadedModel, ids: list[int], config: DecodeConfig, lookup: int | None = None
+) -> Run:
+    """transformers' generate (with prompt lookup of `lookup` tokens), timed by a forward hook.
 
     The first forward call is the prefill (it also verifies a first draft and emits tokens);
     passes are the calls after it. decode_s runs from the end of that call to the end of generate.
@@ -105,7 +108,7 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run
         out = model.generate(
             x,
             attention_mask=torch.ones_like(x),
-            prompt_lookup_num_tokens=HF_LOOKUP_TOKENS,
+            prompt_lookup_num_tokens=lookup,
             **options,
             return_dict_in_generate=False,
             max_new_tokens=config.max_new_tokens,
@@ -127,9 +130,15 @@ def run_hf_pld(loaded: LoadedModel, ids: list[int], config: DecodeConfig) -> Run
 LOOP_RUNNERS: dict[str, Runner] = {
     "greedy": functools.partial(run_loop, use_pld=False),
     "pld": functools.partial(run_loop, use_pld=True),
-    "pld-fixed": functools.partial(run_loop, use_pld=True, draft="fixed"),
+    # Fixed-length drafting at transformers' length: what the adaptive policy adds, like for like.
+    "pld-fixed": functools.partial(
+        run_loop, use_pld=True, draft="fixed", num_draft=HF_LOOKUP_TOKENS
+    ),
 }
-RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {"hf-pld": run_hf_pld}
+RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {
+    "hf-pld": functools.partial(run_hf_generate, lookup=HF_LOOKUP_TOKENS),
+    "hf-greedy": run_hf_generate,
+}
 RUNTIME_SUFFIXES = ("static", "dynamic")
 
 

@@ -19,8 +19,10 @@ import torch
 from .files import atomic_write
 from .runtime import Runtime
 
-MEASURED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16)
-CONTEXT = 256
+MEASURED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# Documents pld works on run to about a thousand tokens; on a CPU the attention part of a pass
+# grows with the context, so the calibration runs on top of that many (or the model's limit).
+CONTEXT = 1024
 REPEATS = 5
 CALIBRATION_POSITIONS = CONTEXT + max(MEASURED_SIZES) + 1  # the room a calibration needs
 
@@ -42,12 +44,15 @@ def measure(runtime: Runtime, vocab_size: int) -> dict[int, float]:
 
 
 def interpolate(measured: dict[int, float], max_q: int) -> list[float]:
-    """costs[q] for q = 0..max_q: piecewise linear through the measurements, never decreasing."""
+    """costs[q] for q = 0..max_q: piecewise linear through the measurements (extended along the
+    last segment past the largest), never decreasing."""
     sizes = sorted(measured)
     costs = [measured[sizes[0]]]
     for q in range(1, max_q + 1):
         lo = max((s for s in sizes if s <= q), default=sizes[0])
         hi = min((s for s in sizes if s >= q), default=sizes[-1])
+        if q > sizes[-1] and len(sizes) > 1:
+            lo, hi = sizes[-2], sizes[-1]
         if lo == hi:
             value = measured[lo]
         else:
@@ -84,4 +89,5 @@ def load_table(cache_file: Path) -> dict[str, dict[str, float]]:
 def cost_key(model: str, device: str, dtype: str, runtime: str) -> str:
     return (
         f"{model}|{device}|{dtype}|{runtime}|threads={torch.get_num_threads()}|{torch.__version__}"
+        f"|context={CONTEXT}|q<={max(MEASURED_SIZES)}"
     )

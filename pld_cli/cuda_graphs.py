@@ -16,7 +16,7 @@ import torch
 
 from .static_runtime import StaticRuntime
 
-SIZES = (1, 2, 4, 8, 16)
+SIZES = (1, 2, 4, 8, 16, 32)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from .verify import accepted_prefix, verify_greedy
 @dataclass(frozen=True)
 class DecodeConfig:
     max_new_tokens: int = 1024
-    num_draft: int = 10  # k, the most draft tokens verified in one pass
+    num_draft: int = 24  # k, the most draft tokens verified in one pass
     ngram_max: int = 3
     ngram_min: int = 1
     use_pld: bool = True
@@ -95,12 +95,16 @@ def generate(
         candidate = drafter.draft(min(config.num_draft, room - 1)) if config.use_pld else NO_DRAFT
         draft, reason = candidate.tokens, "fixed length" if candidate.tokens else "no match"
         if config.adaptive and draft:
-            choice = choose_length(len(draft), candidate.run, acceptance, costs)
+            choice = choose_length(
+                len(draft), candidate.run, acceptance, costs, candidate.ambiguous
+            )
             draft, reason = draft[: choice.k], choice.reason
         accepted, emitted = verify(runtime, pending, draft)
         # The model's own token also tells whether the next, unverified candidate token was right.
         observed = candidate.tokens[: len(draft) + 1]
-        acceptance.update(candidate.run, len(observed), accepted_prefix(observed, emitted))
+        acceptance.update(
+            candidate.run, len(observed), accepted_prefix(observed, emitted), candidate.ambiguous
+        )
         emitted = cut_after_eos(emitted, eos_ids)
         drafter.extend(emitted)
         produced += len(emitted)

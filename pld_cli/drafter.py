@@ -21,6 +21,9 @@ class Draft:
     tokens: tuple[int, ...] = ()
     source: int | None = None  # sequence position of tokens[0]
     run: int = 0  # tokens in a row the copy has matched so far (n-gram length for a fresh match)
+    # A fresh match whose earlier occurrences were followed by different tokens: its first token
+    # is a guess among them, and is accepted far less often (see policy.py).
+    ambiguous: bool = False
 
 
 NO_DRAFT = Draft()
@@ -71,8 +74,13 @@ class NgramIndex:
             return NO_DRAFT
         return self.copy(followers[-1], k, n)
 
-    def copy(self, start: int, k: int, run: int) -> Draft:
-        return Draft(tuple(self.tokens[start : start + k]), start, run)
+    def copy(self, start: int, k: int, run: int, ambiguous: bool = False) -> Draft:
+        return Draft(tuple(self.tokens[start : start + k]), start, run, ambiguous)
+
+    def followers_disagree(self, followers: list[int], recent: int = 8) -> bool:
+        """Whether the last `recent` occurrences of a match were followed by different tokens."""
+        toks = self.tokens
+        return len({toks[f] for f in followers[-recent:] if f < len(toks)}) > 1
 
 
 class Drafter:
@@ -97,7 +105,8 @@ class Drafter:
             followers[-1] if self.last_copy_end is None else nearest(followers, self.last_copy_end)
         )
         self.copy_next, self.run = start, n
-        return self.index.copy(start, k, n) if k > 0 else Draft((), start, n)
+        ambiguous = self.index.followers_disagree(followers)
+        return self.index.copy(start, max(k, 0), n, ambiguous)
 
     def extend(self, tokens: list[int]) -> None:
         """Append emitted tokens; the copy goes on while they equal its source, token by token."""

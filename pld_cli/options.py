@@ -52,7 +52,13 @@ NgramMinOpt = Annotated[
     int, typer.Option(min=1, help="Shortest n-gram to match.", rich_help_panel=DECODING)
 ]
 NumDraftOpt = Annotated[
-    int, typer.Option(min=0, help="Most draft tokens verified per pass.", rich_help_panel=DECODING)
+    int,
+    typer.Option(
+        min=0,
+        help="Most draft tokens verified per pass (adaptive drafting verifies fewer when they "
+        "do not pay).",
+        rich_help_panel=DECODING,
+    ),
 ]
 DraftOpt = Annotated[
     str,

@@ -23,7 +23,7 @@ class StaticUnsupported(Exception):
 
 
 # Cache room past the context limit, for the padded positions of a graph replay.
-PADDING = 16
+PADDING = 32
 
 
 class StaticRuntime:

