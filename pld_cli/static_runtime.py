@@ -109,8 +109,12 @@ class TrimmedStaticLayer(StaticLayer):
     """A static layer whose attention reads only the positions written so far.
 
     Without CUDA graphs nothing needs fixed shapes, and on a CPU attending over the whole capacity
-    costs more than DynamicCache's copy; a view of the written part costs neither.
+    costs more than DynamicCache's copy; a view of the written part costs neither. Its shapes
+    change every pass, so it is not compileable, which also lets transformers skip the attention
+    mask of a one-position pass, as it does for the dynamic cache.
     """
+
+    is_compileable = False
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         keys, values = super().update(key_states, value_states, *args, **kwargs)
