@@ -6,8 +6,8 @@ tokens from a pass over k + 1 positions; the policy picks k in [0, cap] maximisi
 p_i is learned online per "run so far": how many tokens in a row the current copy has matched,
 counting the n-gram match itself, because a copy that has held for long tends to keep holding.
 The first token of an ambiguous fresh match (its n-gram was followed by different tokens before)
-has an estimate of its own: on the sample corpora it held 10-20% of the time, against 50-75% for
-a match whose earlier occurrences agree.
+has an estimate of its own: on the sample corpora it held about 15-25% of the time, against
+50-75% for a match whose earlier occurrences agree.
 """
 
 from __future__ import annotations
