@@ -13,7 +13,7 @@ from collections.abc import Callable
 from .cuda_graphs import capture
 from .errors import PldError
 from .models import LoadedModel
-from .runtime import DynamicRuntime, Runtime
+from .runtime import DynamicRuntime, Runtime, context_limit
 from .static_runtime import StaticRuntime, StaticUnsupported
 
 KINDS = ("auto", "static", "dynamic")
@@ -28,6 +28,7 @@ def runtime_for(
     """The loaded model's runtime of `kind` (default: the one asked for at load time) with room
     for `positions` cached positions."""
     kind = kind or loaded.runtime
+    positions = min(positions, context_limit(loaded.model))
     current = loaded.runtimes.get(kind)
     if current is None or current.context_limit < positions:
         capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP

@@ -50,12 +50,16 @@ class StaticRuntime:
     def name(self) -> str:
         return "static+cuda-graphs" if self.graphs else "static"
 
-    def model_inputs(self, ids: torch.Tensor, start: int | torch.Tensor) -> dict:
-        """Keyword arguments for a pass over ids [1, q] whose first position is `start`."""
-        positions = torch.arange(ids.shape[1], device=self.device) + start  # [q]
+    def model_inputs(
+        self, ids: torch.Tensor, start: int | torch.Tensor, positions: torch.Tensor | None = None
+    ) -> dict:
+        """Keyword arguments for a pass over ids [1, q] written from cache slot `start` on;
+        `positions` [q] (the model's position ids) default to the slots themselves."""
+        slots = torch.arange(ids.shape[1], device=self.device) + start  # [q]
+        positions = slots if positions is None else positions
         inputs = {"input_ids": ids, "position_ids": positions[None], self.cache_arg: self.cache}
         if self.explicit_cache_position:
-            inputs["cache_position"] = positions
+            inputs["cache_position"] = slots
         return inputs
 
     @torch.inference_mode()
@@ -87,6 +91,7 @@ class StaticRuntime:
             self.move_write_position(length - self._length)
             self._length = length
 
+    @torch.inference_mode()  # the position tensors were made in inference mode (prefill)
     def move_write_position(self, delta: int) -> None:
         if not self.explicit_cache_position and delta:
             self.cache.crop(delta)  # static layers: cumulative_length -= |delta|, in place
@@ -99,9 +104,10 @@ def static_cache(model: PreTrainedModel, capacity: int) -> StaticCache:
     except Exception as error:  # noqa: BLE001 - any refusal means: use the dynamic runtime
         raise StaticUnsupported(f"no static cache for this model ({error})") from error
     layers = getattr(cache, "layers", [])
-    if not layers or any(getattr(layer, "is_sliding", False) for layer in layers):
-        # A sliding window overwrites old positions in a ring: a rollback cannot restore them.
-        raise StaticUnsupported("the model uses sliding-window or non-standard cache layers")
+    if not layers or any(type(layer) is not StaticLayer for layer in layers):
+        # A sliding window overwrites old positions in a ring, a linear-attention state is folded
+        # in place: a rollback can restore neither.
+        raise StaticUnsupported("the model uses sliding-window, linear or other non-static layers")
     return cache
 
 

@@ -16,7 +16,7 @@ def loaded(model, runtime="auto") -> LoadedModel:
 
 
 def test_auto_is_static_and_reused_while_it_has_room():
-    model = loaded(tiny_llama(0))
+    model = loaded(tiny_llama(0, max_positions=2048))
     first = runtime_for(model, 100)
     assert isinstance(first, StaticRuntime) and first.context_limit == CAPACITY_STEP
     assert runtime_for(model, CAPACITY_STEP) is first
@@ -34,3 +34,10 @@ def test_a_sliding_window_model_falls_back_with_a_note_or_refuses_static():
     assert "static runtime unavailable" in notes[0]
     with pytest.raises(PldError, match="--runtime static"):
         runtime_for(loaded(MistralForCausalLM(config), "static"), 100)
+
+
+def test_a_request_past_the_model_limit_reuses_the_runtime():
+    model = loaded(tiny_llama(0, max_positions=512))
+    first = runtime_for(model, 1000)  # more than the model can hold: capped at its limit
+    assert first.context_limit == 512
+    assert runtime_for(model, 1000) is first

@@ -41,3 +41,16 @@ def test_sliding_window_models_are_refused():
                            sliding_window=8)  # fmt: skip
     with pytest.raises(StaticUnsupported):
         StaticRuntime(MistralForCausalLM(config), 64)
+
+
+def test_rollback_works_on_position_tensors_made_in_inference_mode():
+    # On CUDA the layers' write positions are moved to the device inside the first (inference
+    # mode) pass, which makes them inference tensors; the loop rolls back outside that mode.
+    static = StaticRuntime(tiny_llama(0), 64)
+    static.prefill(list(range(3, 13)))
+    with torch.inference_mode():
+        for layer in static.cache.layers:
+            layer.cumulative_length = layer.cumulative_length.clone()
+    static.forward([3, 4, 5])
+    static.rollback(11)
+    assert static.length == 11
