@@ -2,9 +2,9 @@
 
 `greedy`, `pld` and `pld-fixed` are pld's own loop with drafting off, adaptive and fixed-length;
 `hf-pld` is transformers' built-in prompt lookup and `hf-greedy` its plain `generate()`, timed
-from outside with a forward hook. A new
-method is one more entry in RUNNERS. pld's own methods take a runtime suffix (`pld@dynamic`) to
-run on another runtime than the bench's --runtime, side by side.
+from outside with a forward hook. A new method is one more entry in RUNNERS. pld's own methods
+take a runtime suffix (`pld@dynamic`) to run on another runtime than the bench's --runtime, side
+by side.
 """
 
 from __future__ import annotations

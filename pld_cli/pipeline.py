@@ -11,7 +11,7 @@ from .errors import PldError
 from .models import LoadedModel, cache_dir
 from .prompts import Task, finish, prompt_ids
 from .runtime import Runtime, context_limit
-from .runtimes import runtime_for
+from .runtimes import Report, runtime_for
 from .stats import Stats
 
 
@@ -38,7 +38,6 @@ class Result:
 
 
 Observer = Callable[[Pass, list[Span], Stats], None]
-Report = Callable[[str], None]
 
 
 def run(
