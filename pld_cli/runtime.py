@@ -13,6 +13,8 @@ from typing import Protocol
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from .cpu_kernels import cpu_kernels, kernels_suffix
+
 
 class Runtime(Protocol):
     context_limit: int
@@ -35,11 +37,11 @@ class Runtime(Protocol):
 class DynamicRuntime:
     """transformers' own forward with a DynamicCache; rollback crops the cache."""
 
-    name = "dynamic"
-
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
         self.device = model.get_input_embeddings().weight.device
+        self.kernels = cpu_kernels(model, self.device)
+        self.name = "dynamic" + kernels_suffix(self.device)
         self.context_limit = context_limit(model)
         self.cache = DynamicCache(config=model.config)
         # transformers renamed `past_key_values` to `cache` (5.2x); accept either.
@@ -56,16 +58,18 @@ class DynamicRuntime:
         if ids:
             x = torch.tensor([list(ids)], device=self.device)  # [1, P]
             # The loop never reads prefill logits: keep one row instead of [P, vocab].
-            self.model(
-                input_ids=x, use_cache=True, logits_to_keep=1, **{self.cache_arg: self.cache}
-            )
+            with self.kernels:
+                self.model(
+                    input_ids=x, use_cache=True, logits_to_keep=1, **{self.cache_arg: self.cache}
+                )
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
 
     @torch.inference_mode()
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         x = torch.tensor([list(ids)], device=self.device)  # [1, q]
-        out = self.model(input_ids=x, use_cache=True, **{self.cache_arg: self.cache})
+        with self.kernels:
+            out = self.model(input_ids=x, use_cache=True, **{self.cache_arg: self.cache})
         return out.logits[0]  # [q, vocab]
 
     def rollback(self, length: int) -> None:

@@ -15,6 +15,7 @@ import torch
 from transformers import PreTrainedModel, StaticCache
 from transformers.cache_utils import StaticLayer
 
+from .cpu_kernels import cpu_kernels, kernels_suffix
 from .runtime import context_limit
 
 
@@ -34,6 +35,7 @@ class StaticRuntime:
         self.cache = static_cache(model, self.context_limit + PADDING)
         if self.device.type == "cpu":
             trim_attention(self.cache)
+        self.kernels = cpu_kernels(model, self.device)
         params = inspect.signature(model.forward).parameters
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
         # Older transformers place writes at an explicit `cache_position`; newer ones keep the
@@ -48,7 +50,7 @@ class StaticRuntime:
 
     @property
     def name(self) -> str:
-        return "static+cuda-graphs" if self.graphs else "static"
+        return "static+cuda-graphs" if self.graphs else "static" + kernels_suffix(self.device)
 
     def model_inputs(
         self, ids: torch.Tensor, start: int | torch.Tensor, positions: torch.Tensor | None = None
@@ -68,7 +70,8 @@ class StaticRuntime:
         self._length = 0
         if ids:
             x = torch.tensor([list(ids)], device=self.device)  # [1, P]
-            self.model(**self.model_inputs(x, 0), use_cache=True, logits_to_keep=1)
+            with self.kernels:
+                self.model(**self.model_inputs(x, 0), use_cache=True, logits_to_keep=1)
             self._length = len(ids)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
@@ -82,7 +85,9 @@ class StaticRuntime:
             logits = self.graphs.replay(ids, self._length)
         else:
             x = torch.tensor([list(ids)], device=self.device)  # [1, q]
-            logits = self.model(**self.model_inputs(x, self._length), use_cache=True).logits[0]
+            with self.kernels:
+                inputs = self.model_inputs(x, self._length)
+                logits = self.model(**inputs, use_cache=True).logits[0]
         self._length += len(ids)
         return logits
 

@@ -1,0 +1,123 @@
+"""Verify passes on a CPU: a pass over a few positions should cost about what a pass over one does.
+
+A verify pass streams every weight once, whatever its length, so on a memory-bound CPU a pass over
+2-8 positions should cost little more than a pass over one. With stock kernels it did not (fp32,
+this project's 2-core machine, SmolLM2-135M at 1,024 tokens of context): a 2-position pass cost
+1.9x a 1-position pass. Two causes, each fixed here without changing what is computed:
+
+- Linear layers. For a handful of rows MKL's `x @ W.T` streams the weights once per row (and
+  repacks them); `W @ x.T` with rows padded to a power of two reads them once for all rows.
+- Attention with grouped KV heads. With a mask (any pass over more than one position on top of a
+  cache), sdpa copies every cached key and value once per query head and takes its slow math path.
+  Folding a group's query heads into extra query rows of its KV head, with the mask repeated to
+  match, keeps it on the fused kernel with no copies (transformers does this for one position).
+
+`CpuKernels(model)` switches both on for the passes run inside `with`; prefills (many rows) and
+models or arguments these do not cover take the stock path. pld's runtimes use them on a CPU; the
+peers in `pld bench` (transformers' own `generate`) run as shipped.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from transformers import AttentionInterface, PreTrainedModel
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+
+ATTENTION = "pld_grouped_sdpa"
+PADDED_ROWS = (2, 4, 8, 16, 32)  # linear inputs are padded up to one of these many rows
+
+
+def small_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """linear(x) for x [..., in]; a few rows as W @ x.T (rows padded), many rows as usual."""
+    rows = x.reshape(-1, x.shape[-1])  # [m, in]
+    m = rows.shape[0]
+    if m > PADDED_ROWS[-1]:
+        return F.linear(x, linear.weight, linear.bias)
+    padded = next(size for size in PADDED_ROWS if size >= m)
+    if padded > m:
+        rows = torch.cat([rows, rows.new_zeros(padded - m, rows.shape[1])])  # [padded, in]
+    out = (linear.weight @ rows.t()).t()[:m]  # [out, padded] -> [m, out]
+    if linear.bias is not None:
+        out = out + linear.bias
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def grouped_attention(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """sdpa for query [1, heads, q, d] over key/value [1, kv_heads, kv, d] without repeating
+    key/value per query head; returns [1, q, heads, d] like transformers' sdpa."""
+    groups = getattr(module, "num_key_value_groups", 1)
+    batch, heads, q, dim = query.shape
+    mask = attention_mask
+    covered = groups > 1 and batch == 1 and q <= PADDED_ROWS[-1] and not dropout
+    covered &= kwargs.get("is_causal") is not False and (mask is None or mask.shape[1] == 1)
+    covered &= all(kwargs.get(name) is None for name in ("softcap", "position_bias", "s_aux"))
+    if not covered:
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout, scaling, **kwargs
+        )
+    rows = query.reshape(1, heads // groups, groups * q, dim)  # a group's heads as extra rows
+    mask = None if mask is None and q == 1 else additive_mask(mask, q, key.shape[2], query)
+    out = F.scaled_dot_product_attention(
+        rows, key, value, attn_mask=None if mask is None else mask.repeat(groups, 1), scale=scaling
+    )  # [1, kv_heads, groups * q, dim]
+    return out.reshape(1, heads, q, dim).transpose(1, 2).contiguous(), None
+
+
+def additive_mask(mask: torch.Tensor | None, q: int, kv: int, like: torch.Tensor) -> torch.Tensor:
+    """[q, kv] float mask (0 or -inf) from transformers' [1, 1, q, kv] one; where it left the mask
+    out, the q queries are the last q of kv positions and see everything up to themselves."""
+    if mask is None:
+        mask = torch.ones(q, kv, dtype=torch.bool, device=like.device).tril(kv - q)
+    mask = mask.reshape(q, kv)
+    if mask.dtype != torch.bool:
+        return mask
+    blocked = torch.zeros(q, kv, dtype=like.dtype, device=like.device)
+    return blocked.masked_fill_(~mask, float("-inf"))
+
+
+AttentionInterface.register(ATTENTION, grouped_attention)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, sdpa_mask)
+
+
+def kernels_suffix(device: torch.device) -> str:
+    """What a runtime's name adds when its passes use these kernels."""
+    return "+cpu-kernels" if device.type == "cpu" else ""
+
+
+def cpu_kernels(model: PreTrainedModel, device: torch.device) -> CpuKernels | nullcontext:
+    return CpuKernels(model) if device.type == "cpu" else nullcontext()
+
+
+class CpuKernels:
+    """`with kernels:` runs the model's linear layers and (if it uses sdpa) its attention on the
+    paths above, and restores them after."""
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.model = model
+        self.linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+        self.attention = model.config._attn_implementation
+
+    def __enter__(self) -> None:
+        for linear in self.linears:
+            linear.forward = partial(small_linear, linear)
+        if self.attention == "sdpa":
+            self.model.config._attn_implementation = ATTENTION
+
+    def __exit__(self, *exc) -> None:
+        for linear in self.linears:
+            del linear.forward
+        self.model.config._attn_implementation = self.attention
