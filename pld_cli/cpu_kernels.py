@@ -6,7 +6,8 @@ this project's 2-core machine, SmolLM2-135M at 1,024 tokens of context): a 2-pos
 1.9x a 1-position pass. Two causes, each fixed here without changing what is computed:
 
 - Linear layers. For a handful of rows MKL's `x @ W.T` streams the weights once per row (and
-  repacks them); `W @ x.T` with rows padded to a power of two reads them once for all rows.
+  repacks them); `W @ x.T`, x.T a transposed view, with rows padded to a power of two, reads them
+  once for all rows (the same product with a contiguous x.T is as slow as `x @ W.T`).
 - Attention with grouped KV heads. With a mask (any pass over more than one position on top of a
   cache), sdpa copies every cached key and value once per query head and takes its slow math path.
   Folding a group's query heads into extra query rows of its KV head, with the mask repeated to
@@ -39,9 +40,11 @@ def small_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     if m > PADDED_ROWS[-1]:
         return F.linear(x, linear.weight, linear.bias)
     padded = next(size for size in PADDED_ROWS if size >= m)
+    # rows.t() must be a transposed view of contiguous rows: a contiguous [in, m] takes MKL's slow
+    # path again (the input of a layer fed by this one's transposed output is such a view).
     if padded > m:
         rows = torch.cat([rows, rows.new_zeros(padded - m, rows.shape[1])])  # [padded, in]
-    out = (linear.weight @ rows.t()).t()[:m]  # [out, padded] -> [m, out]
+    out = (linear.weight @ rows.contiguous().t()).t()[:m]  # [out, padded] -> [m, out]
     if linear.bias is not None:
         out = out + linear.bias
     return out.reshape(*x.shape[:-1], out.shape[-1])
@@ -108,7 +111,10 @@ class CpuKernels:
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
-        self.linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+        # A module whose forward is already wrapped (accelerate's hooks) keeps it.
+        self.linears = [
+            m for m in model.modules() if type(m) is torch.nn.Linear and "forward" not in vars(m)
+        ]
         self.attention = model.config._attn_implementation
 
     def __enter__(self) -> None:

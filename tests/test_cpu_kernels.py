@@ -75,3 +75,13 @@ def test_a_pass_over_a_few_positions_on_top_of_a_cache_is_unchanged(gqa_model):
         stock = model(input_ids=torch.tensor([ids])).logits[0, 25:]
     torch.testing.assert_close(fast, stock, rtol=1e-4, atol=1e-5)
     assert fast.argmax(-1).tolist() == stock.argmax(-1).tolist()
+
+
+def test_a_wrapped_linear_layer_keeps_its_wrapper(gqa_model):
+    hooked = gqa_model.lm_head
+    hooked.forward = wrapper = lambda x: torch.nn.Linear.forward(hooked, x)  # as accelerate does
+    kernels = CpuKernels(gqa_model)
+    assert hooked not in kernels.linears
+    with kernels:
+        pass
+    assert hooked.forward is wrapper
