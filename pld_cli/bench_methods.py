@@ -79,11 +79,13 @@ def run_hf_generate(
 ) -> Run:
     """transformers' generate (with prompt lookup of `lookup` tokens), timed by a forward hook.
 
-    The first forward call is the prefill (it also verifies a first draft and emits tokens);
-    passes are the calls after it. decode_s runs from the end of that call to the end of generate.
+    Every forward call emits tokens, the first too: it prefills the prompt and verifies a first
+    draft, as pld's first pass does after its prefill of all but the last prompt token. So passes
+    are all the calls, counted like pld's (plain generate: one per token). decode_s runs from the
+    end of the first call to the end of generate, which leaves out one pass of generate's time.
     generate does not report its drafts: each call emits its accepted draft tokens plus one, so
-    accepted = new_tokens - calls = (new_tokens - 1) - passes. How many tokens were drafted and how
-    many passes accepted any are unknown: drafted_tokens and passes_accepting are None (null).
+    accepted = new_tokens - passes. How many tokens were drafted and how many passes accepted any
+    are unknown: drafted_tokens and passes_accepting are None (null).
     """
     model, ends = loaded.model, []
     device = model.get_input_embeddings().weight.device
@@ -121,9 +123,8 @@ def run_hf_generate(
     finally:
         handle.remove()
     tokens = out[0, len(ids) :].tolist()
-    passes = max(len(ends) - 1, 0)
-    accepted = max(len(tokens) - 1 - passes, 0)
-    return Run(tokens, len(ids), passes, None, accepted, None, end - ends[0] if ends else 0.0)
+    accepted = max(len(tokens) - len(ends), 0)
+    return Run(tokens, len(ids), len(ends), None, accepted, None, end - ends[0] if ends else 0.0)
 
 
 # A method is one entry: a function (model, prompt ids, config) -> Run.

@@ -97,7 +97,7 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
         # hf-pld: accepted derived from counts; drafts and accepting passes are not observable.
         assert hf["drafted_tokens"] is None and hf["mean_accepted"] is None
         assert hf["predicted_speedup"] is None
-        assert hf["accepted_tokens"] == max(hf["new_tokens"] - 1 - hf["passes"], 0)
+        assert hf["accepted_tokens"] == max(hf["new_tokens"] - hf["passes"], 0)
         assert 0 < greedy["new_tokens"] <= 12
     summary = data["summary"]["mini"]
     for method, agg in summary.items():
@@ -245,3 +245,12 @@ def test_methods_on_another_runtime_run_side_by_side(tiny_model_dir, corpus, cap
         assert all(m["identical_to_greedy"] for m in item["methods"].values())
     code, _, err = pld(["bench", str(corpus), "--methods", "greedy,hf-pld@static"], capsys)
     assert code == 2 and "unknown method hf-pld@static" in err
+
+
+def test_transformers_passes_are_counted_like_pld_passes(tiny_model_dir, corpus, capsys):
+    code, data, _ = bench_json(tiny_model_dir, corpus, capsys, "--methods", "greedy,hf-greedy")
+    assert code == 0
+    for item in data["items"]:
+        hf, greedy = item["methods"]["hf-greedy"], item["methods"]["greedy"]
+        assert hf["passes"] == hf["new_tokens"] == greedy["passes"]  # one pass per token
+        assert hf["accepted_tokens"] == 0
