@@ -73,27 +73,32 @@ def grouped_attention(
             module, query, key, value, attention_mask, dropout, scaling, **kwargs
         )
     rows = query.reshape(1, heads // groups, groups * q, dim)  # a group's heads as extra rows
-    mask = None if mask is None and q == 1 else additive_mask(mask, q, key.shape[2], query)
+    if mask is None and q > 1:  # transformers left it out: plain causal, queries last in kv
+        kv = key.shape[2]
+        mask = torch.ones(q, kv, dtype=torch.bool, device=query.device).tril(kv - q)
+    if mask is not None:
+        mask = additive(mask, query.dtype).reshape(q, -1).repeat(groups, 1)  # [groups * q, kv]
     out = F.scaled_dot_product_attention(
-        rows, key, value, attn_mask=None if mask is None else mask.repeat(groups, 1), scale=scaling
+        rows, key, value, attn_mask=mask, scale=scaling
     )  # [1, kv_heads, groups * q, dim]
     return out.reshape(1, heads, q, dim).transpose(1, 2).contiguous(), None
 
 
-def additive_mask(mask: torch.Tensor | None, q: int, kv: int, like: torch.Tensor) -> torch.Tensor:
-    """[q, kv] float mask (0 or -inf) from transformers' [1, 1, q, kv] one; where it left the mask
-    out, the q queries are the last q of kv positions and see everything up to themselves."""
-    if mask is None:
-        mask = torch.ones(q, kv, dtype=torch.bool, device=like.device).tril(kv - q)
-    mask = mask.reshape(q, kv)
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask (True: attend) as 0 / -inf in dtype; a float mask as it is."""
     if mask.dtype != torch.bool:
         return mask
-    blocked = torch.zeros(q, kv, dtype=like.dtype, device=like.device)
-    return blocked.masked_fill_(~mask, float("-inf"))
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, -torch.inf)
+
+
+def additive_sdpa_mask(*args, dtype: torch.dtype = torch.float32, **kwargs) -> torch.Tensor | None:
+    """transformers' sdpa mask, made additive once per pass rather than once per layer."""
+    mask = sdpa_mask(*args, **kwargs)
+    return None if mask is None else additive(mask, dtype)
 
 
 AttentionInterface.register(ATTENTION, grouped_attention)
-ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, sdpa_mask)
+ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, additive_sdpa_mask)
 
 
 def kernels_suffix(device: torch.device) -> str:
@@ -115,15 +120,18 @@ class CpuKernels:
         self.linears = [
             m for m in model.modules() if type(m) is torch.nn.Linear and "forward" not in vars(m)
         ]
+        self.forwards = [partial(small_linear, linear) for linear in self.linears]
         self.attention = model.config._attn_implementation
 
+    # Entered twice per pass: the instance dicts are set directly, which nn.Module's __setattr__
+    # would do too after checks that took most of a millisecond over ~200 layers.
     def __enter__(self) -> None:
-        for linear in self.linears:
-            linear.forward = partial(small_linear, linear)
+        for linear, forward in zip(self.linears, self.forwards, strict=True):
+            linear.__dict__["forward"] = forward
         if self.attention == "sdpa":
             self.model.config._attn_implementation = ATTENTION
 
     def __exit__(self, *exc) -> None:
         for linear in self.linears:
-            del linear.forward
+            del linear.__dict__["forward"]
         self.model.config._attn_implementation = self.attention
