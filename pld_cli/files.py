@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import PldError
+from pld_cli.errors import PldError
 
 
 def read_document(path: str | None) -> tuple[str, str]:

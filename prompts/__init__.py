@@ -1,1 +1,1 @@
-"""Prompt templates for pld tasks, installed as the package data of `pld_cli.templates`."""
+"""Prompt templates for pld tasks, installed as the package data of `pld_cli.tasks.templates`."""

@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from pld_cli.runtime import DynamicRuntime
-from pld_cli.runtimes import attach_cuda_graphs
-from pld_cli.static_runtime import StaticRuntime
+from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.choice import attach_cuda_graphs
+from pld_cli.runtime.static import StaticRuntime
 
 SIZES = (1, 2, 4, 8, 11, 16)
 CONTEXT = 2048
@@ -116,7 +116,7 @@ def passes(out: Path) -> dict:
 
 
 def bench(out: Path, model: str | None) -> None:
-    command = [sys.executable, "-c", "from pld_cli.cli import main; main()",
+    command = [sys.executable, "-c", "from pld_cli.cli.app import main; main()",
                "bench", "samples/edit", "samples/summarize", "--device", "cuda",
                "--methods", "hf-greedy,hf-pld,greedy,pld", "--check", "--max-new-tokens", "256",
                "--json", str(out / "bench.json"), "--verbose"]  # fmt: skip

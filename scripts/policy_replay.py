@@ -21,12 +21,12 @@ from pathlib import Path
 
 import torch
 
-from pld_cli.bench_corpus import load_corpora
-from pld_cli.costs import interpolate
-from pld_cli.decode import DecodeConfig, Pass, generate
-from pld_cli.models import ModelSpec, load_model
-from pld_cli.pipeline import decode_ids
-from pld_cli.prompts import prompt_ids
+from pld_cli.bench.corpus import load_corpora
+from pld_cli.core.decode import DecodeConfig, Pass, generate
+from pld_cli.runtime.costs import interpolate
+from pld_cli.tasks.models import ModelSpec, load_model
+from pld_cli.tasks.pipeline import decode_ids
+from pld_cli.tasks.prompts import prompt_ids
 
 
 class ReplayRuntime:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-from pld_cli.models import LoadedModel, ModelSpec, load_model, locate
+from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model, locate
 
 
 def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> LlamaForCausalLM:
@@ -32,7 +32,7 @@ def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
     """Calibrations of test models stay out of the user's pass-cost cache (one per test session);
     the converted default model is still read from, and kept in, the user's cache."""
     folder = tmp_path_factory.getbasetemp() / "pld-cache"
-    monkeypatch.setattr("pld_cli.pipeline.cache_dir", lambda: folder)
+    monkeypatch.setattr("pld_cli.tasks.pipeline.cache_dir", lambda: folder)
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,12 @@ import pytest
 import torch
 from conftest import tiny_llama
 
-from pld_cli.decode import DecodeConfig, Pass, generate
-from pld_cli.pipeline import decode_ids, run, task_ids
-from pld_cli.prompts import Task
-from pld_cli.runtime import DynamicRuntime
-from pld_cli.static_runtime import StaticRuntime
-from pld_cli.stats import Stats
+from pld_cli.core.decode import DecodeConfig, Pass, generate
+from pld_cli.core.stats import Stats
+from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.static import StaticRuntime
+from pld_cli.tasks.pipeline import decode_ids, run, task_ids
+from pld_cli.tasks.prompts import Task
 
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]  # t(11) = 2 t(1)
 RUNTIMES = {"dynamic": DynamicRuntime, "static": lambda model: StaticRuntime(model, 256)}

@@ -1,0 +1,3 @@
+from pld_cli.cli.app import main
+
+main()

@@ -1,0 +1,1 @@
+"""`pld bench`: corpora, the methods compared (pld's and transformers'), the report, its view."""

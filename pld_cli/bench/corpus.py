@@ -1,0 +1,81 @@
+"""Benchmark corpora: folders with a manifest.jsonl of edit and summarize tasks, checked on load.
+
+Each manifest line is {"id", "task": "edit" | "summarize", "file" (relative to the manifest),
+"instruction" (edits only)}; any problem is a PldError naming the manifest line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pld_cli.errors import PldError
+from pld_cli.files import read_document
+from pld_cli.tasks.prompts import Task
+
+
+@dataclass(frozen=True)
+class Item:
+    id: str
+    corpus: str  # the corpus folder's name
+    task: Task
+
+
+def load_corpus(folder: Path, corpus: str | None = None) -> list[Item]:
+    """The items of a corpus folder's manifest.jsonl, documents read and checked."""
+    manifest = Path(folder) / "manifest.jsonl"
+    if not manifest.is_file():
+        raise PldError(f"{folder}: no manifest.jsonl (expected a corpus folder)")
+    corpus = corpus or Path(folder).resolve().name
+    items = []
+    for number, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            items.append(manifest_item(json_line(line, f"{manifest}:{number}"), manifest, number))
+    if not items:
+        raise PldError(f"{manifest}: no items")
+    return [Item(entry_id, corpus, task) for entry_id, task in items]
+
+
+def json_line(line: str, where: str) -> dict:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise PldError(f"{where}: not valid JSON ({exc.msg})") from None
+    if not isinstance(entry, dict):
+        raise PldError(f"{where}: expected a JSON object")
+    return entry
+
+
+def manifest_item(entry: dict, manifest: Path, number: int) -> tuple[str, Task]:
+    where = f"{manifest}:{number}"
+    for key in ("id", "task", "file"):
+        if not isinstance(entry.get(key), str) or not entry[key]:
+            raise PldError(f'{where}: missing or empty "{key}"')
+    kind = entry["task"]
+    if kind not in ("edit", "summarize"):
+        raise PldError(f'{where}: task must be "edit" or "summarize", not "{kind}"')
+    instruction = entry.get("instruction", "")
+    if kind == "edit" and (not isinstance(instruction, str) or not instruction.strip()):
+        raise PldError(f'{where}: an edit needs an "instruction"')
+    text, name = read_document(str(manifest.parent / entry["file"]))
+    return entry["id"], Task(kind, text, instruction.strip() if kind == "edit" else "", name)
+
+
+def corpus_names(folders: Sequence[Path]) -> list[str]:
+    """Each folder's name, or parent/name where two folders share a name (samples/edit)."""
+    paths = [Path(folder).resolve() for folder in folders]
+    names = [path.name for path in paths]
+    return [f"{p.parent.name}/{p.name}" if names.count(p.name) > 1 else p.name for p in paths]
+
+
+def load_corpora(folders: Sequence[Path]) -> list[Item]:
+    names = corpus_names(folders)
+    items = [item for f, name in zip(folders, names, strict=True) for item in load_corpus(f, name)]
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        if (item.corpus, item.id) in seen:
+            raise PldError(f"corpus {item.corpus}: item id {item.id!r} appears twice")
+        seen.add((item.corpus, item.id))
+    return items

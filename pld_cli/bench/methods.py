@@ -1,0 +1,153 @@
+"""The methods a benchmark compares, each a runner (model, prompt ids, config) -> Run.
+
+`greedy`, `pld` and `pld-fixed` are pld's own loop with drafting off, adaptive and fixed-length;
+`hf-pld` is transformers' built-in prompt lookup and `hf-greedy` its plain `generate()`, timed
+from outside with a forward hook. A new method is one more entry in RUNNERS. pld's own methods
+take a runtime suffix (`pld@dynamic`) to run on another runtime than the bench's --runtime, side
+by side.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from pld_cli.core.decode import DecodeConfig, Pass
+from pld_cli.tasks.models import LoadedModel
+from pld_cli.tasks.pipeline import decode_ids
+
+HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one decode produced. None where a method cannot tell (see run_hf_generate)."""
+
+    token_ids: list[int]  # the new tokens, EOS included
+    prompt_tokens: int
+    passes: int
+    drafted_tokens: int | None
+    accepted_tokens: int
+    passes_accepting: int | None
+    decode_s: float
+    trace: list[dict] | None = None  # pld's loop: per pass, the draft length chosen and why
+    acceptance_histogram: list[dict] | None = None  # pld's loop: acceptance per draft position
+
+    @property
+    def new_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+Runner = Callable[[LoadedModel, list[int], DecodeConfig], Run]
+
+
+def run_loop(
+    loaded: LoadedModel,
+    ids: list[int],
+    config: DecodeConfig,
+    runtime_kind: str | None = None,
+    **changes,
+) -> Run:
+    """pld's own decode loop with the config changed as given (only tokens and timings)."""
+    trace = []
+    config = dataclasses.replace(config, **changes)
+    tokens, stats = decode_ids(
+        loaded, ids, config, lambda step, _: trace.append(pass_record(step)), runtime_kind
+    )
+    counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
+    if not config.use_pld:
+        return Run(tokens, len(ids), *counts, stats.decode_s)
+    return Run(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
+
+
+def pass_record(step: Pass) -> dict:
+    return {
+        "verified": len(step.drafted),
+        "offered": step.candidates,
+        "accepted": step.accepted,
+        "why": step.reason,
+    }
+
+
+def run_hf_generate(
+    loaded: LoadedModel, ids: list[int], config: DecodeConfig, lookup: int | None = None
+) -> Run:
+    """transformers' generate (with prompt lookup of `lookup` tokens), timed by a forward hook.
+
+    Every forward call emits tokens, the first too: it prefills the prompt and verifies a first
+    draft, as pld's first pass does after its prefill of all but the last prompt token. So passes
+    are all the calls, counted like pld's (plain generate: one per token). decode_s runs from the
+    end of the first call to the end of generate, which leaves out one pass of generate's time.
+    generate does not report its drafts: each call emits its accepted draft tokens plus one, so
+    accepted = new_tokens - passes. How many tokens were drafted and how many passes accepted any
+    are unknown: drafted_tokens and passes_accepting are None (null).
+    """
+    model, ends = loaded.model, []
+    device = model.get_input_embeddings().weight.device
+
+    def hook(*_) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ends.append(time.perf_counter())
+
+    x = torch.tensor([ids], device=device)
+    sampling = config.sampling
+    if sampling.temperature > 0:
+        torch.manual_seed(0 if sampling.seed is None else sampling.seed)
+        options = dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
+                       top_k=sampling.top_k)  # fmt: skip
+    else:
+        options = dict(do_sample=False)
+    pad = loaded.tokenizer.pad_token_id
+    eos = sorted(loaded.eos_ids)
+    handle = model.register_forward_hook(hook)
+    try:
+        out = model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            prompt_lookup_num_tokens=lookup,
+            **options,
+            return_dict_in_generate=False,
+            max_new_tokens=config.max_new_tokens,
+            eos_token_id=eos,
+            pad_token_id=eos[0] if pad is None else pad,
+        )
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        end = time.perf_counter()
+    finally:
+        handle.remove()
+    tokens = out[0, len(ids) :].tolist()
+    accepted = max(len(tokens) - len(ends), 0)
+    return Run(tokens, len(ids), len(ends), None, accepted, None, end - ends[0] if ends else 0.0)
+
+
+# A method is one entry: a function (model, prompt ids, config) -> Run.
+LOOP_RUNNERS: dict[str, Runner] = {
+    "greedy": functools.partial(run_loop, use_pld=False),
+    "pld": functools.partial(run_loop, use_pld=True),
+    # Fixed-length drafting at transformers' length: what the adaptive policy adds, like for like.
+    "pld-fixed": functools.partial(
+        run_loop, use_pld=True, draft="fixed", num_draft=HF_LOOKUP_TOKENS
+    ),
+}
+RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {
+    "hf-pld": functools.partial(run_hf_generate, lookup=HF_LOOKUP_TOKENS),
+    "hf-greedy": run_hf_generate,
+}
+RUNTIME_SUFFIXES = ("static", "dynamic")
+
+
+def runner(method: str) -> Runner | None:
+    """The runner of a method name such as `pld` or `greedy@dynamic`; None if there is none."""
+    base, _, kind = method.partition("@")
+    if not kind:
+        return RUNNERS.get(base)
+    if base in LOOP_RUNNERS and kind in RUNTIME_SUFFIXES:
+        return functools.partial(LOOP_RUNNERS[base], runtime_kind=kind)
+    return None

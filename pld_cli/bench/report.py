@@ -1,0 +1,261 @@
+"""Benchmarking decoding methods on equal terms: one model, same prompts, methods interleaved.
+
+Each method is a runner from bench_methods.py. Per item, every repeat runs every method in turn so
+machine drift hits all alike; times are medians over the repeats and the speedup is measured
+against greedy, next to the estimate 1 / (f/L + (1 - f)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pld_cli.bench.corpus import Item
+from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, runner
+from pld_cli.core.decode import DecodeConfig
+from pld_cli.core.sampling import SamplingConfig
+from pld_cli.core.stats import predicted_speedup
+from pld_cli.errors import PldError
+from pld_cli.runtime.base import context_limit
+from pld_cli.tasks.models import LoadedModel
+from pld_cli.tasks.pipeline import check_fits, ready
+from pld_cli.tasks.prompts import prompt_ids
+
+WARMUP_TOKENS = 8
+
+
+@dataclass
+class MethodResult:
+    run: Run  # the first repeat's tokens and counts
+    decode_s: float  # median over the repeats
+    speedup_vs_greedy: float | None = None
+    identical_to_greedy: bool | None = None
+    first_divergence: int | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.run.new_tokens / self.decode_s if self.decode_s else 0.0
+
+    @property
+    def copy_rate(self) -> float:
+        return self.run.accepted_tokens / self.run.new_tokens if self.run.new_tokens else 0.0
+
+    @property
+    def mean_accepted(self) -> float | None:
+        if self.run.passes_accepting is None:
+            return None
+        accepting = self.run.passes_accepting
+        return self.run.accepted_tokens / accepting if accepting else 0.0
+
+    @property
+    def predicted_speedup(self) -> float | None:
+        run = self.mean_accepted
+        return None if run is None else predicted_speedup(self.copy_rate, run)
+
+    def as_dict(self) -> dict:
+        run = self.run
+        return {
+            "prompt_tokens": run.prompt_tokens,
+            "new_tokens": run.new_tokens,
+            "passes": run.passes,
+            "tokens_per_pass": rounded(run.new_tokens / run.passes if run.passes else 0.0, 3),
+            "drafted_tokens": run.drafted_tokens,
+            "accepted_tokens": run.accepted_tokens,
+            "decode_s": rounded(self.decode_s, 6),
+            "tokens_per_s": rounded(self.tokens_per_s, 2),
+            "copy_rate": rounded(self.copy_rate, 4),
+            "mean_accepted": rounded(self.mean_accepted, 3),
+            "predicted_speedup": rounded(self.predicted_speedup, 3),
+            "speedup_vs_greedy": rounded(self.speedup_vs_greedy, 3),
+            "identical_to_greedy": self.identical_to_greedy,
+            "first_divergence": self.first_divergence,
+        } | self.details()
+
+    def details(self) -> dict:
+        if self.run.trace is None:
+            return {}
+        return {
+            "acceptance_histogram": self.run.acceptance_histogram,
+            "passes_detail": self.run.trace,
+        }
+
+
+@dataclass
+class ItemResult:
+    item: Item
+    methods: dict[str, MethodResult]
+
+
+@dataclass
+class Report:
+    model: str
+    device: str
+    dtype: str
+    repeat: int
+    max_new_tokens: int
+    sampling: SamplingConfig
+    items: list[ItemResult] = field(default_factory=list)
+    wall_s: float = 0.0
+    runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
+
+    def summary(self) -> dict[str, dict[str, dict]]:
+        """Per corpus and method: aggregate tok/s, its ratio to greedy's, items identical."""
+        out: dict[str, dict[str, dict]] = {}
+        for corpus in dict.fromkeys(r.item.corpus for r in self.items):
+            results = [r.methods for r in self.items if r.item.corpus == corpus]
+            rates = {m: aggregate_rate([r[m] for r in results]) for m in results[0]}
+            out[corpus] = {
+                method: {
+                    "tokens_per_s": rounded(rate, 2),
+                    "speedup_vs_greedy": rounded(rate / rates["greedy"], 3)
+                    if rates.get("greedy")
+                    else None,
+                    "identical_items": sum(bool(r[method].identical_to_greedy) for r in results)
+                    if "greedy" in rates
+                    else None,
+                    "items": len(results),
+                }
+                for method, rate in rates.items()
+            }
+        return out
+
+    def as_json(self) -> dict:
+        """The `--json` object; these names are an interface."""
+        return {
+            "model": self.model,
+            "device": self.device,
+            "dtype": self.dtype,
+            "repeat": self.repeat,
+            "max_new_tokens": self.max_new_tokens,
+            "sampling": dataclasses.asdict(self.sampling),
+            "wall_s": rounded(self.wall_s, 3),
+            "runtimes": self.runtimes,
+            "items": [
+                {
+                    "id": r.item.id,
+                    "corpus": r.item.corpus,
+                    "task": r.item.task.kind,
+                    "methods": {m: res.as_dict() for m, res in r.methods.items()},
+                }
+                for r in self.items
+            ],
+            "summary": self.summary(),
+        }
+
+    def diverging(self, method: str = "pld") -> list[str]:
+        """Ids of the items where `method`'s tokens differ from greedy's."""
+        return [
+            r.item.id
+            for r in self.items
+            if method in r.methods and r.methods[method].identical_to_greedy is False
+        ]
+
+
+def pooled_mean_accepted(report: Report, corpus: str, method: str = "pld") -> float | None:
+    """A corpus's mean accepted run L for a method: its accepted tokens over accepting passes."""
+    runs = [
+        r.methods[method].run
+        for r in report.items
+        if r.item.corpus == corpus and method in r.methods
+    ]
+    if not runs or any(run.passes_accepting is None for run in runs):
+        return None
+    accepting = sum(run.passes_accepting for run in runs)
+    return sum(run.accepted_tokens for run in runs) / accepting if accepting else None
+
+
+def rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def aggregate_rate(results: Sequence[MethodResult]) -> float:
+    seconds = sum(r.decode_s for r in results)
+    return sum(r.run.new_tokens for r in results) / seconds if seconds else 0.0
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token (or the shorter length), None when a == b."""
+    if list(a) == list(b):
+        return None
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
+
+
+Progress = Callable[[str], None]
+
+
+def run_bench(
+    loaded: LoadedModel,
+    items: Sequence[Item],
+    methods: Sequence[str],
+    config: DecodeConfig,
+    repeat: int = 1,
+    progress: Progress = lambda _: None,
+) -> Report:
+    """Warm up, then for each item and repeat run each method in turn; medians over repeats."""
+    start = time.perf_counter()
+    report = Report(
+        loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
+    )
+    limit = context_limit(loaded.model)
+    prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
+    for item, ids in zip(items, prompts, strict=True):
+        try:
+            check_fits(len(ids), config.max_new_tokens, limit)
+        except PldError as exc:
+            raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
+    # Every runtime opened once, with room for the longest item: all items share its cache.
+    positions = max(map(len, prompts)) + config.max_new_tokens
+    for method in methods:
+        base, _, kind = method.partition("@")
+        if base in LOOP_RUNNERS:
+            report.runtimes[method] = ready(loaded, positions, config, kind or None)[0].name
+    warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
+    for method in methods:
+        runner(method)(loaded, prompts[0], warm)
+        progress(f"warm-up {method}")
+    for item, ids in zip(items, prompts, strict=True):
+        runs: dict[str, list[Run]] = {method: [] for method in methods}
+        for _ in range(repeat):
+            for method in methods:
+                runs[method].append(runner(method)(loaded, ids, config))
+                progress(f"{item.corpus}/{item.id} {method}")
+        report.items.append(ItemResult(item, compare(runs)))
+    report.wall_s = time.perf_counter() - start
+    return report
+
+
+def compare(runs: dict[str, list[Run]]) -> dict[str, MethodResult]:
+    """One item's results: first repeat's tokens, median time, measured against greedy."""
+    results = {
+        method: MethodResult(reps[0], statistics.median(r.decode_s for r in reps))
+        for method, reps in runs.items()
+    }
+    greedy = results.get("greedy")
+    if greedy is None:
+        return results
+    for result in results.values():
+        result.first_divergence = first_divergence(greedy.run.token_ids, result.run.token_ids)
+        result.identical_to_greedy = result.first_divergence is None
+        # A ratio of rates: equal to greedy's decode time over this one's when the tokens are the
+        # same (temperature 0), and still fair when sampling makes the lengths differ.
+        rate = greedy.tokens_per_s
+        result.speedup_vs_greedy = result.tokens_per_s / rate if rate else None
+    return results
+
+
+def parse_methods(text: str) -> list[str]:
+    methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in methods if runner(m) is None]
+    if unknown or not methods:
+        raise PldError(
+            f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
+            f"expected a comma-separated list of {', '.join(RUNNERS)} "
+            f"(pld's own methods also as METHOD@{'|'.join(RUNTIME_SUFFIXES)})",
+            code=2,
+        )
+    return methods

@@ -1,0 +1,174 @@
+"""Showing a benchmark: a progress bar while it runs, rich tables, and the speedup-vs-f plot.
+
+The plot sets each item's measured speedup against its copy rate f, over the curve
+1 / (f/L + (1 - f)) that the seed's formula predicts for each corpus's mean accepted run L.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pld_cli.bench.report import MethodResult, Report, pooled_mean_accepted
+from pld_cli.core.stats import predicted_speedup
+from pld_cli.errors import PldError
+
+MARKERS = "os^Dv<>P*X"
+
+
+def console(stderr: bool = True) -> Console:
+    """A console; off a terminal, wide enough that the tables are never cropped."""
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal:
+        out.width = max(out.width, 160)
+    return out
+
+
+@contextlib.contextmanager
+def progress(total: int, quiet: bool) -> Iterator[Callable[[str], None]]:
+    """A bar on a terminal, one line per run elsewhere, nothing under -q; callback per run done."""
+    err = console()
+    if quiet:
+        yield lambda _: None
+        return
+    if not err.is_terminal:
+        done = iter(range(1, total + 1))
+        yield lambda label: err.print(
+            f"pld: bench {next(done, total)}/{total} {label}", markup=False
+        )
+        return
+    columns = (
+        TextColumn("pld bench"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("warm-up", total=total)
+        yield lambda label: bar.update(task, advance=1, description=label)
+
+
+def cell(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def same(result: MethodResult) -> str:
+    if result.identical_to_greedy is None:
+        return "-"
+    return "yes" if result.identical_to_greedy else f"NO (at {result.first_divergence})"
+
+
+def items_table(report: Report) -> Table:
+    table = Table(title="pld bench: items", title_justify="left")
+    heads = [
+        "item",
+        "method",
+        "new tok",
+        "passes",
+        "tok/pass",
+        "copy f",
+        "run L",
+        "predicted",
+        "measured",
+        "tok/s",
+        "= greedy",
+    ]
+    for i, head in enumerate(heads):
+        table.add_column(head, justify="left" if i < 2 else "right")
+    for row in report.items:
+        for n, (method, r) in enumerate(row.methods.items()):
+            table.add_row(
+                f"{row.item.corpus}/{row.item.id}" if n == 0 else "",
+                method,
+                str(r.run.new_tokens),
+                str(r.run.passes),
+                cell(r.run.new_tokens / r.run.passes if r.run.passes else 0.0, ".2f"),
+                cell(r.copy_rate, ".1%"),
+                cell(r.mean_accepted, ".2f"),
+                cell(r.predicted_speedup, ".2f") + ("×" if r.predicted_speedup else ""),
+                cell(r.speedup_vs_greedy, ".2f") + ("×" if r.speedup_vs_greedy else ""),
+                cell(r.tokens_per_s, ".1f"),
+                same(r),
+                end_section=n == len(row.methods) - 1,
+            )
+    return table
+
+
+def summary_table(report: Report) -> Table:
+    table = Table(title="pld bench: corpora", title_justify="left")
+    for i, head in enumerate(["corpus", "method", "items", "tok/s", "speedup", "= greedy"]):
+        table.add_column(head, justify="left" if i < 2 else "right")
+    for corpus, methods in report.summary().items():
+        for n, (method, s) in enumerate(methods.items()):
+            identical = s["identical_items"]
+            table.add_row(
+                corpus if n == 0 else "",
+                method,
+                str(s["items"]),
+                cell(s["tokens_per_s"], ".1f"),
+                cell(s["speedup_vs_greedy"], ".2f") + ("×" if s["speedup_vs_greedy"] else ""),
+                "-" if identical is None else f"{identical}/{s['items']}",
+                end_section=n == len(methods) - 1,
+            )
+    return table
+
+
+def show(report: Report, to_stderr: bool) -> None:
+    out = console(stderr=to_stderr)
+    out.print(
+        f"pld bench: {report.model} ({report.device}, {report.dtype}), median of "
+        f"{report.repeat}, ≤{report.max_new_tokens} new tokens, {report.wall_s:.1f} s in all",
+        markup=False,
+    )
+    if report.runtimes:
+        runtimes = ", ".join(f"{m}: {name}" for m, name in report.runtimes.items())
+        out.print(f"runtimes: {runtimes}", markup=False)
+    out.print(items_table(report))
+    out.print(summary_table(report))
+
+
+def require_matplotlib() -> None:
+    if importlib.util.find_spec("matplotlib") is None:
+        raise PldError("--plot needs matplotlib: pip install 'pld-cli[plot]'")
+
+
+def plot(report: Report, path: Path) -> None:
+    """Measured speedup vs copy rate per item and method, over the formula's curve per corpus."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 5), layout="constrained")
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    methods = list(dict.fromkeys(m for row in report.items for m in row.methods))
+    for i, method in enumerate(methods):
+        results = [row.methods[method] for row in report.items if method in row.methods]
+        points = [(r.copy_rate, r.speedup_vs_greedy) for r in results if r.speedup_vs_greedy]
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.scatter(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i}", label=method)
+    grid = [x / 100 for x in range(101)]
+    corpora = dict.fromkeys(row.item.corpus for row in report.items)
+    for j, corpus in enumerate(corpora):
+        run = pooled_mean_accepted(report, corpus)
+        if run:
+            curve = [predicted_speedup(f, run) for f in grid]
+            label = f"1/(f/L + 1 - f), {corpus}: L = {run:.2f}"
+            ax.plot(grid, curve, linestyle="--", color=f"C{len(methods) + j}", label=label)
+    ax.axhline(1.0, color="grey", linewidth=0.5)
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("copy rate f (accepted draft tokens / new tokens)")
+    ax.set_ylabel("measured speedup vs greedy (decode time)")
+    ax.set_title(f"pld bench: {report.model} ({report.device}, {report.dtype})")
+    ax.legend(fontsize="small")
+    try:
+        figure.savefig(path, dpi=120)
+    except OSError as exc:
+        raise PldError(f"{path}: cannot write the plot ({exc.strerror or exc})") from None

@@ -1,0 +1,1 @@
+"""The `pld` command line: options, rendering on stderr, the app."""

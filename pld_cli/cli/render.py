@@ -1,0 +1,150 @@
+"""Everything pld shows on stderr: load progress, the live view, stats and comparisons (rich)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from pld_cli.core.decode import Pass
+from pld_cli.core.stats import Stats
+from pld_cli.tasks.pipeline import Observer, Result, Span
+
+COPIED_STYLE = "bold green"
+
+
+def status_line(stats: Stats) -> str:
+    accepted = stats.accepted_tokens / stats.drafted_tokens if stats.drafted_tokens else 0.0
+    speedup = stats.estimated_speedup
+    estimate = "" if speedup is None else f" · ≈{speedup:.2f}× plain decoding (estimate)"
+    return (
+        f"{stats.passes} passes · {stats.new_tokens} tokens · "
+        f"{stats.tokens_per_pass:.2f} tokens/pass ({stats.tokens_per_pass:.1f}× fewer passes) · "
+        f"{accepted:.0%} of drafts accepted · {stats.tokens_per_s:.1f} tok/s" + estimate
+    )
+
+
+class LiveView:
+    """The output as it is produced, copied spans highlighted, with a status line under it."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.text = Text()
+        self.live = Live(console=console, transient=True, auto_refresh=False)
+
+    def __enter__(self) -> LiveView:
+        self.live.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.live.stop()
+
+    def update(self, step: Pass, spans: list[Span], stats: Stats) -> None:
+        for span in spans:
+            self.text.append(span.text, style=COPIED_STYLE if span.copied else None)
+        # Show only the tail that fits the terminal, so long outputs scroll instead of cropping.
+        height = max(self.console.size.height - 3, 1)
+        lines = self.text.split("\n", allow_blank=True)[-height:]
+        legend = Text.assemble(("copied", COPIED_STYLE), " / model · ", status_line(stats))
+        self.live.update(Group(Text("\n").join(lines), legend), refresh=True)
+
+
+class Ui:
+    """What goes to stderr, given whether stderr is a terminal and the user's -q/--no-live."""
+
+    def __init__(self, quiet: bool = False, live: bool = True, verbose: bool = False) -> None:
+        self.console = Console(stderr=True, highlight=False)
+        self.quiet = quiet
+        self.verbose = verbose
+        self.show_live = live and not quiet and self.console.is_terminal
+
+    def quiet_libraries(self) -> None:
+        """transformers' own progress bars and warnings would interleave with ours on stderr."""
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        if not self.verbose:
+            hf_logging.set_verbosity_error()
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            self.console.print(f"pld: {message}", markup=False)
+
+    def detail(self, message: str) -> None:
+        """A note shown only under --verbose."""
+        if self.verbose:
+            self.note(message)
+
+    @contextlib.contextmanager
+    def progress(self, message: str) -> Iterator[Callable[[str], None]]:
+        """A spinner on a terminal (or one line elsewhere) whose text the callee may update."""
+        if self.quiet:
+            yield lambda _: None
+        elif self.console.is_terminal:
+            with self.console.status(message) as status:
+                yield lambda text: status.update(text)
+        else:
+            self.note(message)
+            yield self.note
+
+    @contextlib.contextmanager
+    def live(self) -> Iterator[Observer | None]:
+        """The observer of a decode: the live view and, under --verbose, one line per pass."""
+        observers = [self.pass_line] if self.verbose else []
+        with contextlib.ExitStack() as stack:
+            if self.show_live:
+                observers.append(stack.enter_context(LiveView(self.console)).update)
+            yield fan_out(observers) if observers else None
+
+    def pass_line(self, step: Pass, spans: list[Span], stats: Stats) -> None:
+        origin = "prompt" if step.from_prompt else "output"
+        where = "" if step.source is None else f", copied from {origin} position {step.source}"
+        self.console.print(
+            f"pass {stats.passes}: verified {len(step.drafted)} of {step.candidates} draft tokens "
+            f"({step.reason}), accepted {step.accepted}{where}",
+            markup=False,
+        )
+
+    def stats_table(self, runs: dict[str, Stats]) -> None:
+        table = Table(title="pld stats", title_justify="left")
+        table.add_column("")
+        for name in runs:
+            table.add_column(name, justify="right")
+        rows = [
+            ("prompt tokens", lambda s: f"{s.prompt_tokens}"),
+            ("new tokens", lambda s: f"{s.new_tokens}"),
+            ("passes", lambda s: f"{s.passes}"),
+            ("tokens / pass", lambda s: f"{s.tokens_per_pass:.2f}"),
+            ("drafted / accepted", lambda s: f"{s.drafted_tokens} / {s.accepted_tokens}"),
+            ("copy rate f", lambda s: f"{s.copy_rate:.1%}"),
+            ("mean accepted run L", lambda s: f"{s.mean_accepted:.2f}"),
+            ("prefill", lambda s: f"{s.prefill_s:.2f} s"),
+            ("decode", lambda s: f"{s.decode_s:.2f} s"),
+            ("tok/s", lambda s: f"{s.tokens_per_s:.1f}"),
+            ("stopped at", lambda s: s.stop or "-"),
+        ]
+        for label, cell in rows:
+            table.add_row(label, *(cell(stats) for stats in runs.values()))
+        self.console.print(table)
+
+    def comparison(self, pld: Result, plain: Result) -> None:
+        speedup = pld.speedup_over(plain)
+        same = "identical" if pld.token_ids == plain.token_ids else "DIFFERENT"
+        self.console.print(
+            f"pld: measured {speedup:.2f}× the speed of plain decoding "
+            f"({pld.stats.tokens_per_s:.1f} vs {plain.stats.tokens_per_s:.1f} tok/s, "
+            f"{pld.stats.passes} vs {plain.stats.passes} passes); outputs {same}",
+            markup=False,
+        )
+
+
+def fan_out(observers: list[Observer]) -> Observer:
+    def observe(step: Pass, spans: list[Span], stats: Stats) -> None:
+        for observer in observers:
+            observer(step, spans, stats)
+
+    return observe

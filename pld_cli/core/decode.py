@@ -1,0 +1,144 @@
+"""The decode loop: draft by prompt lookup, verify in one pass, repeat; one event per pass.
+
+Plain greedy decoding is the same loop with drafting off, so both are measured on equal terms.
+With `draft="adaptive"` each pass verifies only as many of the candidate draft tokens as maximise
+expected tokens per second under the measured pass costs (policy.py); "fixed" verifies them all.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
+
+from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
+from pld_cli.core.policy import AcceptanceModel, choose_length
+from pld_cli.core.sampling import Sampler, SamplingConfig, verify_sampled
+from pld_cli.core.verify import accepted_prefix, verify_greedy
+from pld_cli.runtime.base import Runtime
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    max_new_tokens: int = 1024
+    num_draft: int = 24  # k, the most draft tokens verified in one pass
+    ngram_max: int = 3
+    ngram_min: int = 1
+    use_pld: bool = True
+    draft: str = "adaptive"  # 'adaptive' | 'fixed'
+    sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
+
+    @property
+    def adaptive(self) -> bool:
+        return self.use_pld and self.draft == "adaptive"
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """The prompt (all but its last token) entered the KV cache."""
+
+    prompt_tokens: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One verify pass: what was drafted, how much the model accepted, what it emitted."""
+
+    drafted: tuple[int, ...]
+    accepted: int
+    emitted: tuple[int, ...]  # accepted draft tokens, then the model's own token (unless cut)
+    source: int | None  # sequence position the draft was copied from
+    from_prompt: bool | None  # whether that position lies in the prompt
+    seconds: float  # drafting + forward + acceptance
+    stop: str | None = None  # 'eos' | 'max_new_tokens' | 'context' on the last pass
+    candidates: int = 0  # draft tokens the lookup offered, before the policy cut them
+    reason: str = ""  # why this many were verified
+
+
+Event = Prefill | Pass
+
+
+def generate(
+    runtime: Runtime,
+    prompt_ids: Sequence[int],
+    eos_ids: Collection[int],
+    config: DecodeConfig,
+    costs: Sequence[float] | None = None,
+) -> Iterator[Event]:
+    """Decoding of prompt_ids (greedy, or sampled): a Prefill event, then one Pass per pass.
+
+    costs[q] is the measured seconds of a pass over q positions (adaptive drafting only); without
+    it every pass size is taken to cost the same.
+    """
+    if not prompt_ids:
+        raise ValueError("empty prompt")
+    start = time.perf_counter()
+    runtime.prefill(prompt_ids[:-1])
+    yield Prefill(len(prompt_ids), time.perf_counter() - start)
+
+    index = NgramIndex(prompt_ids, config.ngram_max, config.ngram_min)
+    drafter = Drafter(index, follow_copies=config.adaptive)
+    acceptance = AcceptanceModel()
+    if config.sampling.temperature > 0:
+        verify = functools.partial(verify_sampled, sampler=Sampler(config.sampling))
+    else:
+        verify = verify_greedy
+    costs = costs or [1.0] * (config.num_draft + 2)
+    pending = prompt_ids[-1]  # the newest token, not yet in the cache
+    produced = 0
+    while True:
+        start = time.perf_counter()
+        # A pass over 1 + k positions emits at most k + 1 tokens and fills 1 + k cache slots.
+        room = min(config.max_new_tokens - produced, runtime.context_limit - runtime.length)
+        candidate = drafter.draft(min(config.num_draft, room - 1)) if config.use_pld else NO_DRAFT
+        draft, reason = candidate.tokens, "fixed length" if candidate.tokens else "no match"
+        if config.adaptive and draft:
+            choice = choose_length(
+                len(draft), candidate.run, acceptance, costs, candidate.ambiguous
+            )
+            draft, reason = draft[: choice.k], choice.reason
+        accepted, emitted = verify(runtime, pending, draft)
+        # The model's own token also tells whether the next, unverified candidate token was right.
+        observed = candidate.tokens[: len(draft) + 1]
+        acceptance.update(
+            candidate.run, len(observed), accepted_prefix(observed, emitted), candidate.ambiguous
+        )
+        emitted = cut_after_eos(emitted, eos_ids)
+        drafter.extend(emitted)
+        produced += len(emitted)
+        pending = emitted[-1]
+        stop = stop_reason(emitted[-1], eos_ids, produced, runtime, config)
+        yield Pass(
+            drafted=tuple(draft),
+            accepted=min(accepted, len(emitted)),
+            emitted=tuple(emitted),
+            source=candidate.source,
+            from_prompt=None if candidate.source is None else candidate.source < len(prompt_ids),
+            seconds=time.perf_counter() - start,
+            stop=stop,
+            candidates=len(candidate.tokens),
+            reason=reason,
+        )
+        if stop:
+            return
+
+
+def cut_after_eos(tokens: list[int], eos_ids: Collection[int]) -> list[int]:
+    for i, token in enumerate(tokens):
+        if token in eos_ids:
+            return tokens[: i + 1]
+    return tokens
+
+
+def stop_reason(
+    last: int, eos_ids: Collection[int], produced: int, runtime: Runtime, config: DecodeConfig
+) -> str | None:
+    if last in eos_ids:
+        return "eos"
+    if produced >= config.max_new_tokens:
+        return "max_new_tokens"
+    if runtime.length >= runtime.context_limit:
+        return "context"
+    return None

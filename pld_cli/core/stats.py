@@ -1,0 +1,113 @@
+"""Decode statistics as data, accumulated from the loop's events.
+
+copy rate f = accepted draft tokens / new tokens; mean accepted run L = accepted draft tokens over
+the passes that accepted at least one. The seed's estimate of the speedup is 1 / (f/L + (1 - f)).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pld_cli.core.decode import Event, Prefill
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    passes: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    passes_accepting: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    stop: str | None = None
+    costs: Sequence[float] | None = None  # measured t(q), for the estimated speedup
+    pass_sizes: Counter[int] = field(default_factory=Counter)  # positions per pass -> passes
+    # per draft position i (0-based): passes that verified it, and passes that accepted it
+    position_tried: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Prefill):
+            self.prompt_tokens = event.prompt_tokens
+            self.prefill_s += event.seconds
+            return
+        self.passes += 1
+        self.new_tokens += len(event.emitted)
+        self.drafted_tokens += len(event.drafted)
+        self.accepted_tokens += event.accepted
+        self.passes_accepting += event.accepted > 0
+        self.decode_s += event.seconds
+        self.stop = event.stop or self.stop
+        self.pass_sizes[len(event.drafted) + 1] += 1
+        for i in range(min(len(event.drafted), event.accepted + 1)):
+            if i == len(self.position_tried):
+                self.position_tried.append(0)
+                self.position_accepted.append(0)
+            self.position_tried[i] += 1
+            self.position_accepted[i] += i < event.accepted
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.new_tokens / self.passes if self.passes else 0.0
+
+    @property
+    def copy_rate(self) -> float:
+        return self.accepted_tokens / self.new_tokens if self.new_tokens else 0.0
+
+    @property
+    def mean_accepted(self) -> float:
+        return self.accepted_tokens / self.passes_accepting if self.passes_accepting else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.decode_s if self.decode_s else 0.0
+
+    @property
+    def predicted_speedup(self) -> float:
+        """The seed's formula from this run's f and L (an estimate, not a measurement)."""
+        return predicted_speedup(self.copy_rate, self.mean_accepted)
+
+    @property
+    def estimated_speedup(self) -> float | None:
+        """Plain decoding's modeled time (new tokens × t(1)) over this run's modeled pass time."""
+        if not self.costs or not self.passes:
+            return None
+        spent = sum(
+            count * self.costs[min(q, len(self.costs) - 1)] for q, count in self.pass_sizes.items()
+        )
+        return self.new_tokens * self.costs[1] / spent
+
+    def acceptance_histogram(self) -> list[dict[str, float]]:
+        """Per draft position: how often it was verified and the share of those accepted."""
+        return [
+            {"position": i + 1, "tried": tried, "accepted": acc, "rate": round(acc / tried, 3)}
+            for i, (tried, acc) in enumerate(
+                zip(self.position_tried, self.position_accepted, strict=True)
+            )
+        ]
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The `--json` stats object; these names are an interface."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "new_tokens": self.new_tokens,
+            "passes": self.passes,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "prefill_s": round(self.prefill_s, 4),
+            "decode_s": round(self.decode_s, 4),
+            "tokens_per_s": round(self.tokens_per_s, 2),
+            "tokens_per_pass": round(self.tokens_per_pass, 3),
+            "copy_rate": round(self.copy_rate, 4),
+            "mean_accepted": round(self.mean_accepted, 3),
+        }
+
+
+def predicted_speedup(copy_rate: float, mean_accepted: float) -> float:
+    """1 / (f/L + (1 - f)): passes saved when a share f of tokens came in accepted runs of L."""
+    f, run = copy_rate, mean_accepted
+    return 1.0 / (f / run + (1.0 - f)) if run else 1.0

@@ -1,0 +1,61 @@
+"""Choosing a runtime: the static cache (CUDA graphs on CUDA) where the model allows, else dynamic.
+
+`--runtime auto` takes the static runtime when transformers can build a static cache for the model
+and falls back to the dynamic one with a note; on CUDA it also captures graphs, and runs the static
+runtime eagerly when a capture fails. One runtime per kind is kept with the loaded model and reused
+while its cache is large enough, so graphs are captured once per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pld_cli.errors import PldError
+from pld_cli.runtime.base import DynamicRuntime, Runtime, context_limit
+from pld_cli.runtime.cuda_graphs import capture
+from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
+from pld_cli.tasks.models import LoadedModel
+
+KINDS = ("auto", "static", "dynamic")
+CAPACITY_STEP = 512  # static caches grow in steps, so a bench reuses one across its items
+
+Report = Callable[[str], None]
+
+
+def runtime_for(
+    loaded: LoadedModel, positions: int, kind: str | None = None, report: Report = lambda _: None
+) -> Runtime:
+    """The loaded model's runtime of `kind` (default: the one asked for at load time) with room
+    for `positions` cached positions."""
+    kind = kind or loaded.runtime
+    positions = min(positions, context_limit(loaded.model))
+    current = loaded.runtimes.get(kind)
+    if current is None or current.context_limit < positions:
+        capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP
+        current = loaded.runtimes[kind] = open_runtime(loaded, kind, capacity, report)
+        report(f"runtime: {current.name}, room for {current.context_limit} positions")
+    return current
+
+
+def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) -> Runtime:
+    if kind == "dynamic":
+        return DynamicRuntime(loaded.model)
+    try:
+        runtime = StaticRuntime(loaded.model, capacity)
+    except StaticUnsupported as why:
+        if kind == "static":
+            raise PldError(f"--runtime static: {why}") from None
+        report(f"static runtime unavailable ({why}); using the dynamic one")
+        return DynamicRuntime(loaded.model)
+    if runtime.device.type == "cuda":
+        attach_cuda_graphs(runtime, report)
+    return runtime
+
+
+def attach_cuda_graphs(runtime: StaticRuntime, report: Report) -> None:
+    runtime.prefill([0])  # the graphs read the cache tensors a first pass allocates
+    try:
+        runtime.graphs = capture(runtime)
+    except Exception as why:  # noqa: BLE001 - any failure leaves the eager static runtime
+        report(f"CUDA graphs off ({why}); the static runtime runs eagerly")
+    runtime.prefill([])

@@ -1,0 +1,93 @@
+"""The per-pass cost model t(q): seconds for one pass over q positions, measured, not assumed.
+
+On a GPU extra positions are nearly free; on a CPU a pass over 11 positions can cost twice a pass
+over one. A short calibration times passes of a few sizes on the loaded model (on top of a cached
+context, like a real verify pass), and the result is cached in the user cache folder under the
+model, device, dtype, runtime and thread count that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from pld_cli.files import atomic_write
+from pld_cli.runtime.base import Runtime
+
+MEASURED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+# Documents pld works on run to about a thousand tokens; on a CPU the attention part of a pass
+# grows with the context, so the calibration runs on top of that many (or the model's limit).
+CONTEXT = 1024
+REPEATS = 5
+CALIBRATION_POSITIONS = CONTEXT + max(MEASURED_SIZES) + 1  # the room a calibration needs
+
+
+def measure(runtime: Runtime, vocab_size: int) -> dict[int, float]:
+    """Median seconds of a pass over q positions for each measured q, sizes interleaved."""
+    generator = torch.Generator().manual_seed(0)
+    context = min(CONTEXT, runtime.context_limit - max(MEASURED_SIZES) - 1)
+    runtime.prefill(torch.randint(0, vocab_size, (context,), generator=generator).tolist())
+    samples: dict[int, list[float]] = {q: [] for q in MEASURED_SIZES}
+    for _ in range(REPEATS + 1):  # the first round warms up
+        for q in MEASURED_SIZES:
+            ids = torch.randint(0, vocab_size, (q,), generator=generator).tolist()
+            start = time.perf_counter()
+            runtime.forward(ids).argmax(-1).tolist()  # the read-back syncs, as in a real pass
+            samples[q].append(time.perf_counter() - start)
+            runtime.rollback(context)
+    return {q: statistics.median(times[1:]) for q, times in samples.items()}
+
+
+def interpolate(measured: dict[int, float], max_q: int) -> list[float]:
+    """costs[q] for q = 0..max_q: piecewise linear through the measurements (extended along the
+    last segment past the largest), never decreasing."""
+    sizes = sorted(measured)
+    costs = [measured[sizes[0]]]
+    for q in range(1, max_q + 1):
+        lo = max((s for s in sizes if s <= q), default=sizes[0])
+        hi = min((s for s in sizes if s >= q), default=sizes[-1])
+        if q > sizes[-1] and len(sizes) > 1:
+            lo, hi = sizes[-2], sizes[-1]
+        if lo == hi:
+            value = measured[lo]
+        else:
+            value = measured[lo] + (measured[hi] - measured[lo]) * (q - lo) / (hi - lo)
+        costs.append(max(value, costs[-1]))
+    return costs
+
+
+def pass_costs(
+    runtime: Runtime,
+    vocab_size: int,
+    key: str,
+    cache_file: Path,
+    max_q: int,
+    report: Callable[[str], None] = lambda _: None,
+) -> list[float]:
+    """costs[q] = t(q) for q up to max_q, from the cache file or a fresh calibration."""
+    table = load_table(cache_file)
+    if key not in table:
+        report("measuring pass costs (once for this model, device and dtype)")
+        table[key] = {str(q): seconds for q, seconds in measure(runtime, vocab_size).items()}
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(cache_file, json.dumps(table, indent=1, sort_keys=True))
+    return interpolate({int(q): s for q, s in table[key].items()}, max_q)
+
+
+def load_table(cache_file: Path) -> dict[str, dict[str, float]]:
+    try:
+        return json.loads(cache_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def cost_key(model: str, device: str, dtype: str, runtime: str) -> str:
+    return (
+        f"{model}|{device}|{dtype}|{runtime}|threads={torch.get_num_threads()}|{torch.__version__}"
+        f"|context={CONTEXT}|q<={max(MEASURED_SIZES)}"
+    )

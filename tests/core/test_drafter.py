@@ -1,0 +1,92 @@
+from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex, nearest
+
+
+def test_copies_what_followed_the_match():
+    index = NgramIndex([5, 6, 7, 8, 9, 1, 5, 6], ngram_max=2)
+    draft = index.draft(3)
+    assert draft.tokens == (7, 8, 9)
+    assert draft.source == 2
+    assert draft.run == 2
+
+
+def test_no_match_gives_an_empty_draft():
+    index = NgramIndex([1, 2, 3, 4])
+    assert index.draft(5) == NO_DRAFT
+
+
+def test_longest_ngram_first():
+    # [3] last occurred at 4 (then 9); the 2-gram [2, 3] only at 1 (then 4).
+    index = NgramIndex([1, 2, 3, 4, 3, 9, 2, 3], ngram_max=3)
+    draft = index.draft(2)
+    assert draft.run == 2
+    assert draft.tokens == (4, 3)
+
+
+def test_most_recent_occurrence():
+    index = NgramIndex([7, 1, 7, 2, 7, 3, 7], ngram_max=1)
+    assert index.draft(1).tokens == (3,)
+    assert index.draft(1).source == 5
+
+
+def test_draft_cut_short_at_the_end_of_the_sequence():
+    index = NgramIndex([4, 5, 6, 4, 5], ngram_max=2)
+    draft = index.draft(10)
+    assert draft.tokens == (6, 4, 5)
+
+
+def test_index_follows_appended_tokens():
+    index = NgramIndex([1, 2, 3], ngram_max=2)
+    assert index.draft(4) == NO_DRAFT
+    index.extend([8, 2])
+    assert index.draft(4).tokens == (3, 8, 2)
+    index.append(3)
+    assert index.draft(4).tokens == (8, 2, 3)
+
+
+def test_ngram_min_limits_short_matches():
+    index = NgramIndex([1, 9, 2, 9], ngram_max=3, ngram_min=2)
+    assert index.draft(3) == NO_DRAFT
+
+
+def test_zero_length_draft():
+    assert NgramIndex([1, 2, 1]).draft(0) == NO_DRAFT
+
+
+def test_drafter_continues_an_accepted_copy():
+    # prompt: A B C D E F ... ; the output has matched "B C" and the model keeps copying.
+    drafter = Drafter(NgramIndex([1, 2, 3, 4, 5, 6, 7, 9, 2, 3], ngram_max=2))
+    first = drafter.draft(2)
+    assert first.tokens == (4, 5) and first.run == 2
+    drafter.extend([4, 5, 6])  # two accepted plus a bonus token that also matches the source
+    second = drafter.draft(3)
+    assert second.source == 6 and second.tokens == (7, 9, 2)
+    assert second.run == 5
+
+
+def test_drafter_drops_a_broken_copy_and_prefers_the_nearest_match():
+    # [5] occurs twice; after a copy that ended near the second one, that one is preferred.
+    tokens = [5, 1, 1, 1, 8, 8, 8, 5, 2, 8, 8]
+    drafter = Drafter(NgramIndex(tokens, ngram_max=2))
+    assert drafter.draft(1).source == 7  # [8, 8] last followed at ...
+    drafter.extend([4])  # the model disagreed: the copy ends
+    assert drafter.copy_next is None and drafter.last_copy_end == 7
+    drafter.extend([5])
+    assert drafter.draft(1).source == 8  # [5] followed at 1 and at 8; 8 is nearer to 7
+
+
+def test_drafter_without_follow_copies_is_the_plain_index():
+    index = NgramIndex([7, 1, 7, 2, 7, 3, 7], ngram_max=1)
+    assert Drafter(index, follow_copies=False).draft(1) == index.draft(1)
+
+
+def test_nearest_prefers_the_closer_then_the_later():
+    assert nearest([1, 10, 20], 12) == 10
+    assert nearest([1, 10, 20], 15) == 20
+    assert nearest([4], 100) == 4
+
+
+def test_a_match_followed_by_different_tokens_before_is_ambiguous():
+    # [7] was followed by 1, then 2: which comes next is a guess.
+    assert Drafter(NgramIndex([7, 1, 7, 2, 7], ngram_max=1)).draft(1).ambiguous
+    # [7, 1] was followed by 3 both times.
+    assert not Drafter(NgramIndex([7, 1, 3, 7, 1, 3, 7, 1], ngram_max=2)).draft(1).ambiguous

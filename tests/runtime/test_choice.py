@@ -1,0 +1,43 @@
+"""Choosing and reusing runtimes: static where the model allows, dynamic otherwise."""
+
+import pytest
+from conftest import tiny_llama
+from transformers import MistralConfig, MistralForCausalLM
+
+from pld_cli.errors import PldError
+from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.choice import CAPACITY_STEP, runtime_for
+from pld_cli.runtime.static import StaticRuntime
+from pld_cli.tasks.models import LoadedModel
+
+
+def loaded(model, runtime="auto") -> LoadedModel:
+    return LoadedModel(model, None, "tiny", "cpu", "float32", runtime)
+
+
+def test_auto_is_static_and_reused_while_it_has_room():
+    model = loaded(tiny_llama(0, max_positions=2048))
+    first = runtime_for(model, 100)
+    assert isinstance(first, StaticRuntime) and first.context_limit == CAPACITY_STEP
+    assert runtime_for(model, CAPACITY_STEP) is first
+    assert runtime_for(model, CAPACITY_STEP + 1) is not first  # grown to the next step
+    assert isinstance(runtime_for(model, 100, "dynamic"), DynamicRuntime)
+
+
+def test_a_sliding_window_model_falls_back_with_a_note_or_refuses_static():
+    config = MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                           sliding_window=8)  # fmt: skip
+    notes = []
+    runtime = runtime_for(loaded(MistralForCausalLM(config)), 100, report=notes.append)
+    assert isinstance(runtime, DynamicRuntime)
+    assert "static runtime unavailable" in notes[0]
+    with pytest.raises(PldError, match="--runtime static"):
+        runtime_for(loaded(MistralForCausalLM(config), "static"), 100)
+
+
+def test_a_request_past_the_model_limit_reuses_the_runtime():
+    model = loaded(tiny_llama(0, max_positions=512))
+    first = runtime_for(model, 1000)  # more than the model can hold: capped at its limit
+    assert first.context_limit == 512
+    assert runtime_for(model, 1000) is first

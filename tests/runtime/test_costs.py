@@ -1,0 +1,29 @@
+from conftest import tiny_llama
+
+import pld_cli.runtime.costs as costs
+from pld_cli.runtime.base import DynamicRuntime
+
+
+def test_interpolate_is_piecewise_linear_and_never_decreasing():
+    table = costs.interpolate({1: 1.0, 4: 1.6, 8: 1.5}, 10)
+    assert table[1] == 1.0 and table[4] == 1.6
+    assert abs(table[2] - 1.2) < 1e-9
+    assert table[8] == 1.6 and table[10] == 1.6  # noise never makes a bigger pass cheaper
+
+
+def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
+    runtime = DynamicRuntime(tiny_llama(0))
+    cache = tmp_path / "costs.json"
+    first = costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11)
+    assert len(first) == 12 and all(t > 0 for t in first[1:])
+
+    def no_measuring(*args):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(costs, "measure", no_measuring)
+    assert costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11) == first
+
+
+def test_interpolate_extends_the_last_segment_past_the_largest_size():
+    table = costs.interpolate({1: 1.0, 16: 2.0, 32: 3.0}, 40)
+    assert abs(table[40] - 3.5) < 1e-9
