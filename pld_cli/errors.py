@@ -1,9 +1,18 @@
-"""Errors the user caused or can fix: reported as one line on stderr, never as a traceback."""
+"""Errors the user caused or can fix, and the exit statuses pld ends with."""
+
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1  # bad input, a failed run, or an unexpected error
+    USAGE = 2  # the command line itself is wrong
+    INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 
 
 class PldError(Exception):
-    """A problem with the user's input or setup; `code` is the process exit status."""
+    """A problem with the user's input or setup: one line on stderr, never a traceback."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: ExitStatus = ExitStatus.ERROR) -> None:
         super().__init__(message)
         self.code = code

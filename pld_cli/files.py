@@ -9,14 +9,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pld_cli.errors import PldError
+from pld_cli.errors import ExitStatus, PldError
 
 
 def read_document(path: str | None) -> tuple[str, str]:
     """(text, display name) of FILE, or of stdin for '-' or no FILE."""
     if path in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
-            raise PldError("no input: give a FILE, or pipe text on stdin", code=2)
+            raise PldError("no input: give a FILE, or pipe text on stdin", code=ExitStatus.USAGE)
         return decode_text(sys.stdin.buffer.read(), "stdin"), "stdin"
     file = Path(path)
     if file.is_dir():

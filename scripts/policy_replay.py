@@ -22,7 +22,8 @@ from pathlib import Path
 import torch
 
 from pld_cli.bench.corpus import load_corpora
-from pld_cli.core.decode import DecodeConfig, Pass, generate
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Pass, generate
 from pld_cli.runtime.costs import interpolate
 from pld_cli.tasks.models import ModelSpec, load_model
 from pld_cli.tasks.pipeline import decode_ids

@@ -6,7 +6,8 @@ import pytest
 import torch
 from conftest import tiny_llama
 
-from pld_cli.core.decode import DecodeConfig, Pass, generate
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pld_cli.core.decode import DecodeConfig, Pass
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Pass
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import decode_ids
 

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 from pld_cli.bench.corpus import Item
 from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, runner
-from pld_cli.core.decode import DecodeConfig
-from pld_cli.core.sampling import SamplingConfig
-from pld_cli.core.stats import predicted_speedup
-from pld_cli.errors import PldError
+from pld_cli.core.config import DecodeConfig, SamplingConfig
+from pld_cli.core.stats import measured_speedup, predicted_speedup, ratio
+from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.base import context_limit
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import check_fits, ready
@@ -32,23 +31,23 @@ class MethodResult:
     run: Run  # the first repeat's tokens and counts
     decode_s: float  # median over the repeats
     speedup_vs_greedy: float | None = None
+    speedup_vs_hf_greedy: float | None = None  # over transformers' generate(), what users run
     identical_to_greedy: bool | None = None
     first_divergence: int | None = None
 
     @property
     def tokens_per_s(self) -> float:
-        return self.run.new_tokens / self.decode_s if self.decode_s else 0.0
+        return ratio(self.run.new_tokens, self.decode_s)
 
     @property
     def copy_rate(self) -> float:
-        return self.run.accepted_tokens / self.run.new_tokens if self.run.new_tokens else 0.0
+        return ratio(self.run.accepted_tokens, self.run.new_tokens)
 
     @property
     def mean_accepted(self) -> float | None:
         if self.run.passes_accepting is None:
             return None
-        accepting = self.run.passes_accepting
-        return self.run.accepted_tokens / accepting if accepting else 0.0
+        return ratio(self.run.accepted_tokens, self.run.passes_accepting)
 
     @property
     def predicted_speedup(self) -> float | None:
@@ -61,7 +60,7 @@ class MethodResult:
             "prompt_tokens": run.prompt_tokens,
             "new_tokens": run.new_tokens,
             "passes": run.passes,
-            "tokens_per_pass": rounded(run.new_tokens / run.passes if run.passes else 0.0, 3),
+            "tokens_per_pass": rounded(ratio(run.new_tokens, run.passes), 3),
             "drafted_tokens": run.drafted_tokens,
             "accepted_tokens": run.accepted_tokens,
             "decode_s": rounded(self.decode_s, 6),
@@ -70,6 +69,7 @@ class MethodResult:
             "mean_accepted": rounded(self.mean_accepted, 3),
             "predicted_speedup": rounded(self.predicted_speedup, 3),
             "speedup_vs_greedy": rounded(self.speedup_vs_greedy, 3),
+            "speedup_vs_hf_greedy": rounded(self.speedup_vs_hf_greedy, 3),
             "identical_to_greedy": self.identical_to_greedy,
             "first_divergence": self.first_divergence,
         } | self.details()
@@ -102,7 +102,8 @@ class Report:
     runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
 
     def summary(self) -> dict[str, dict[str, dict]]:
-        """Per corpus and method: aggregate tok/s, its ratio to greedy's, items identical."""
+        """Per corpus and method: aggregate tok/s, its ratio to greedy's and to hf-greedy's,
+        items identical."""
         out: dict[str, dict[str, dict]] = {}
         for corpus in dict.fromkeys(r.item.corpus for r in self.items):
             results = [r.methods for r in self.items if r.item.corpus == corpus]
@@ -110,9 +111,10 @@ class Report:
             out[corpus] = {
                 method: {
                     "tokens_per_s": rounded(rate, 2),
-                    "speedup_vs_greedy": rounded(rate / rates["greedy"], 3)
-                    if rates.get("greedy")
-                    else None,
+                    "speedup_vs_greedy": rounded(measured_speedup(rate, rates.get("greedy")), 3),
+                    "speedup_vs_hf_greedy": rounded(
+                        measured_speedup(rate, rates.get("hf-greedy")), 3
+                    ),
                     "identical_items": sum(bool(r[method].identical_to_greedy) for r in results)
                     if "greedy" in rates
                     else None,
@@ -172,8 +174,7 @@ def rounded(value: float | None, digits: int) -> float | None:
 
 
 def aggregate_rate(results: Sequence[MethodResult]) -> float:
-    seconds = sum(r.decode_s for r in results)
-    return sum(r.run.new_tokens for r in results) / seconds if seconds else 0.0
+    return ratio(sum(r.run.new_tokens for r in results), sum(r.decode_s for r in results))
 
 
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
@@ -230,21 +231,22 @@ def run_bench(
 
 
 def compare(runs: dict[str, list[Run]]) -> dict[str, MethodResult]:
-    """One item's results: first repeat's tokens, median time, measured against greedy."""
+    """One item's results: first repeat's tokens, median time, measured against pld's greedy and
+    transformers' (stats.measured_speedup)."""
     results = {
         method: MethodResult(reps[0], statistics.median(r.decode_s for r in reps))
         for method, reps in runs.items()
     }
-    greedy = results.get("greedy")
-    if greedy is None:
-        return results
+    greedy, hf_greedy = results.get("greedy"), results.get("hf-greedy")
     for result in results.values():
-        result.first_divergence = first_divergence(greedy.run.token_ids, result.run.token_ids)
-        result.identical_to_greedy = result.first_divergence is None
-        # A ratio of rates: equal to greedy's decode time over this one's when the tokens are the
-        # same (temperature 0), and still fair when sampling makes the lengths differ.
-        rate = greedy.tokens_per_s
-        result.speedup_vs_greedy = result.tokens_per_s / rate if rate else None
+        if hf_greedy is not None:
+            result.speedup_vs_hf_greedy = measured_speedup(
+                result.tokens_per_s, hf_greedy.tokens_per_s
+            )
+        if greedy is not None:
+            result.first_divergence = first_divergence(greedy.run.token_ids, result.run.token_ids)
+            result.identical_to_greedy = result.first_divergence is None
+            result.speedup_vs_greedy = measured_speedup(result.tokens_per_s, greedy.tokens_per_s)
     return results
 
 
@@ -256,6 +258,6 @@ def parse_methods(text: str) -> list[str]:
             f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
             f"expected a comma-separated list of {', '.join(RUNNERS)} "
             f"(pld's own methods also as METHOD@{'|'.join(RUNTIME_SUFFIXES)})",
-            code=2,
+            code=ExitStatus.USAGE,
         )
     return methods

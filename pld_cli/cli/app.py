@@ -1,10 +1,12 @@
-"""The `pld` command line: data on stdout, everything else on stderr, one line per error."""
+"""The `pld` command line: data on stdout, everything else on stderr, one line per error.
+
+Commands import the model libraries only when they run, so `pld --help` and usage errors are fast.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -15,48 +17,41 @@ try:  # typer >= 0.2x vendors its own click
 except ImportError:
     from click import exceptions as click_exceptions
 
+from pld_cli import __version__
 from pld_cli.bench.command import bench
-from pld_cli.cli.options import (
-    CompareOpt,
-    DeviceOpt,
-    DraftOpt,
-    DtypeOpt,
-    JsonOpt,
-    LiveOpt,
-    MaxNewOpt,
-    ModelOpt,
-    NgramMaxOpt,
-    NgramMinOpt,
-    NoPldOpt,
-    NumDraftOpt,
-    Options,
-    QuietOpt,
-    RemoteCodeOpt,
-    RevisionOpt,
-    RuntimeOpt,
-    SeedOpt,
-    StatsOpt,
-    TemperatureOpt,
-    TopKOpt,
-    TopPOpt,
-    VerboseOpt,
-    options,
-)
-from pld_cli.errors import PldError
-from pld_cli.files import atomic_write, read_document
-from pld_cli.tasks.models import load_model
-from pld_cli.tasks.pipeline import Result, ready, run, task_ids
-from pld_cli.tasks.prompts import Task
+from pld_cli.cli.options import Display, Settings, with_options
+from pld_cli.errors import ExitStatus, PldError
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Edit and summarize documents with a local language model, sped up by prompt lookup.",
 )
 
 
+def show_version(value: bool) -> None:
+    if value:
+        print(f"pld {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def pld(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=show_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Edit and summarize documents with a local language model, sped up by prompt lookup.
+
+    The default model is $PLD_MODEL when set, else the embedded SmolLM2-135M-Instruct.
+    """
+
+
 @app.command()
+@with_options(max_new_tokens=2048)
 def edit(
     file: Annotated[str, typer.Argument(help="The file to edit, or - for stdin.")],
     instruction: Annotated[str, typer.Option("-i", "--instruction", help="What to change.")],
@@ -66,43 +61,28 @@ def edit(
     write: Annotated[
         bool, typer.Option("-w", "--write", help="Replace FILE with the result.")
     ] = False,
-    model: ModelOpt = None,
-    revision: RevisionOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "auto",
-    runtime: RuntimeOpt = "auto",
-    trust_remote_code: RemoteCodeOpt = False,
-    max_new_tokens: MaxNewOpt = 2048,
-    ngram_max: NgramMaxOpt = 3,
-    ngram_min: NgramMinOpt = 1,
-    num_draft: NumDraftOpt = 24,
-    draft: DraftOpt = "adaptive",
-    temperature: TemperatureOpt = 0.0,
-    top_p: TopPOpt = 1.0,
-    top_k: TopKOpt = 0,
-    seed: SeedOpt = None,
-    no_pld: NoPldOpt = False,
-    live: LiveOpt = True,
-    quiet: QuietOpt = False,
-    stats: StatsOpt = False,
-    compare: CompareOpt = False,
-    json_out: JsonOpt = False,
-    verbose: VerboseOpt = False,
+    *,
+    settings: Settings,
+    display: Display,
 ) -> None:
     """Rewrite FILE as the instruction asks; the whole updated file goes to stdout."""
-    opts = options(locals())
     if write and output:
-        raise PldError("--write and --output exclude each other", code=2)
+        raise PldError("--write and --output exclude each other", code=ExitStatus.USAGE)
     if write and file == "-":
-        raise PldError("--write needs a FILE, not stdin", code=2)
-    text, name = read_document(file)
+        raise PldError("--write needs a FILE, not stdin", code=ExitStatus.USAGE)
     if not instruction.strip():
-        raise PldError("the instruction is empty", code=2)
+        raise PldError("the instruction is empty", code=ExitStatus.USAGE)
+    from pld_cli.cli.run import execute
+    from pld_cli.files import read_document
+    from pld_cli.tasks.prompts import Task
+
+    text, name = read_document(file)
     destination = Path(file) if write else output
-    execute(Task("edit", text, instruction.strip(), name), opts, destination)
+    execute(Task("edit", text, instruction.strip(), name), settings, display, destination)
 
 
 @app.command()
+@with_options(max_new_tokens=512)
 def summarize(
     file: Annotated[
         str | None, typer.Argument(help="The document, or - / nothing for stdin.")
@@ -110,104 +90,47 @@ def summarize(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the summary here.")
     ] = None,
-    model: ModelOpt = None,
-    revision: RevisionOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "auto",
-    runtime: RuntimeOpt = "auto",
-    trust_remote_code: RemoteCodeOpt = False,
-    max_new_tokens: MaxNewOpt = 512,
-    ngram_max: NgramMaxOpt = 3,
-    ngram_min: NgramMinOpt = 1,
-    num_draft: NumDraftOpt = 24,
-    draft: DraftOpt = "adaptive",
-    temperature: TemperatureOpt = 0.0,
-    top_p: TopPOpt = 1.0,
-    top_k: TopKOpt = 0,
-    seed: SeedOpt = None,
-    no_pld: NoPldOpt = False,
-    live: LiveOpt = True,
-    quiet: QuietOpt = False,
-    stats: StatsOpt = False,
-    compare: CompareOpt = False,
-    json_out: JsonOpt = False,
-    verbose: VerboseOpt = False,
+    *,
+    settings: Settings,
+    display: Display,
 ) -> None:
     """Summarize a document; the summary goes to stdout."""
-    opts = options(locals())
+    from pld_cli.cli.run import execute
+    from pld_cli.files import read_document
+    from pld_cli.tasks.prompts import Task
+
     text, name = read_document(file)
-    execute(Task("summarize", text, name=name), opts, output)
+    execute(Task("summarize", text, name=name), settings, display, output)
 
 
 app.command()(bench)
 
 
-def execute(task: Task, opts: Options, destination: Path | None) -> None:
-    ui = opts.ui
-    ui.quiet_libraries()
-    with ui.progress("loading model") as report:
-        loaded = load_model(opts.model, report)
-        positions = len(task_ids(loaded, task, opts.decode)) + opts.decode.max_new_tokens
-        ready(loaded, positions, opts.decode, report=report, note=ui.detail)
-    with ui.live() as observe:
-        result = run(loaded, task, opts.decode, observe=observe)
-    plain = None
-    if opts.compare:
-        with ui.progress("decoding again without drafting (--compare)"):
-            plain = run(loaded, task, dataclasses.replace(opts.decode, use_pld=False))
-        ui.comparison(result, plain)
-    if opts.stats:
-        label = "pld" if opts.decode.use_pld else "plain"
-        ui.stats_table({label: result.stats} | ({"plain": plain.stats} if plain else {}))
-    if destination is not None:
-        save(result, destination, opts.decode.max_new_tokens)
-        ui.note(f"wrote {destination}")
-    if opts.json:
-        print(json.dumps(as_json(result, loaded.name, plain), ensure_ascii=False))
-    elif destination is None:
-        sys.stdout.write(result.text)
-        sys.stdout.flush()
-
-
-def save(result: Result, destination: Path, max_new_tokens: int) -> None:
-    if not result.complete:
-        raise PldError(
-            f"{destination} left untouched: generation stopped at {result.stats.stop} "
-            f"({result.stats.new_tokens} tokens) before the model finished; "
-            f"raise --max-new-tokens (now {max_new_tokens})"
-        )
-    atomic_write(destination, result.text)
-
-
-def as_json(result: Result, model: str, plain: Result | None) -> dict:
-    out = {"text": result.text, "model": model, "stats": result.stats.as_dict(),
-           "stop": result.stats.stop}  # fmt: skip
-    if plain is not None:
-        out["compare"] = {
-            "plain": plain.stats.as_dict(),
-            "speedup": round(result.speedup_over(plain), 3),
-            "identical": plain.token_ids == result.token_ids,
-        }
-    return out
-
-
 def main() -> None:
+    debug = "--debug" in sys.argv[1:]
     try:
         code = app(standalone_mode=False)
     except click_exceptions.UsageError as exc:
         print(f"pld: error: {exc.format_message()} (see pld --help)", file=sys.stderr)
-        code = 2
+        code = ExitStatus.USAGE
     except click_exceptions.ClickException as exc:
         print(f"pld: error: {exc.format_message()}", file=sys.stderr)
         code = exc.exit_code
     except typer.Abort:
-        code = 130
+        code = ExitStatus.INTERRUPTED
     except PldError as exc:
         print(f"pld: error: {exc}", file=sys.stderr)
         code = exc.code
     except KeyboardInterrupt:
         print("pld: interrupted", file=sys.stderr)
-        code = 130
+        code = ExitStatus.INTERRUPTED
     except BrokenPipeError:
-        code = 1
-    sys.exit(code or 0)
+        code = ExitStatus.ERROR
+    except Exception as exc:  # noqa: BLE001 - anything else is a bug: one line unless --debug
+        if debug:
+            traceback.print_exc()
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        hint = "" if debug else " (rerun with --debug for the traceback)"
+        print(f"pld: error: {type(exc).__name__}: {message}{hint}", file=sys.stderr)
+        code = ExitStatus.ERROR
+    sys.exit(int(code or 0))

@@ -1,173 +1,201 @@
-"""Command-line options shared by pld's commands, declared once and turned into core configs."""
+"""Every option of pld's commands, declared once.
+
+The options edit, summarize and bench share are the fields of `Settings` (and `Display` for the
+two that print a result); `with_options` adds them to a command's parameters, so typer validates
+and lists them, and hands the command one `Settings` object instead of twenty arguments. Defaults
+come from the core's configs; choices are enums. Nothing here imports torch or transformers:
+`pld --help` reads this module and no model library.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from enum import Enum
 from typing import Annotated
 
 import typer
 
-from pld_cli.cli.render import Ui
-from pld_cli.core.decode import DecodeConfig
-from pld_cli.core.sampling import SamplingConfig
-from pld_cli.errors import PldError
-from pld_cli.runtime.choice import KINDS
-from pld_cli.tasks.models import ModelSpec
+from pld_cli.core.config import DecodeConfig, SamplingConfig
+from pld_cli.errors import ExitStatus, PldError
 
-MODEL = "Model"
-DECODING = "Decoding"
-DISPLAY = "Display"
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "-m",
-        "--model",
-        help="Hub id, local folder or .gguf file [default: embedded SmolLM2-135M-Instruct]",
-        rich_help_panel=MODEL,
-    ),
-]
-RevisionOpt = Annotated[str | None, typer.Option(help="Hub revision.", rich_help_panel=MODEL)]
-DeviceOpt = Annotated[str, typer.Option(help="auto | cpu | cuda | cuda:N", rich_help_panel=MODEL)]
-DtypeOpt = Annotated[
-    str, typer.Option(help="auto | float32 | bfloat16 | float16", rich_help_panel=MODEL)
-]
-RuntimeOpt = Annotated[
-    str,
-    typer.Option(
-        help="auto | static | dynamic: static preallocates the KV cache (CUDA graphs on CUDA); "
-        "auto uses it where the model allows.",
-        rich_help_panel=MODEL,
-    ),
-]
-RemoteCodeOpt = Annotated[
-    bool, typer.Option(help="Allow the model's own code from the hub.", rich_help_panel=MODEL)
-]
-MaxNewOpt = Annotated[
-    int, typer.Option(min=1, help="Most tokens to generate.", rich_help_panel=DECODING)
-]
-NgramMaxOpt = Annotated[
-    int, typer.Option(min=1, help="Longest n-gram to match.", rich_help_panel=DECODING)
-]
-NgramMinOpt = Annotated[
-    int, typer.Option(min=1, help="Shortest n-gram to match.", rich_help_panel=DECODING)
-]
-NumDraftOpt = Annotated[
-    int,
-    typer.Option(
-        min=0,
-        help="Most draft tokens verified per pass (adaptive drafting verifies fewer when they "
-        "do not pay).",
-        rich_help_panel=DECODING,
-    ),
-]
-DraftOpt = Annotated[
-    str,
-    typer.Option(
-        help="adaptive: verify as many draft tokens as pay off under measured pass costs; "
-        "fixed: always up to --num-draft.",
-        rich_help_panel=DECODING,
-    ),
-]
-SAMPLING = "Sampling"
-TemperatureOpt = Annotated[
-    float, typer.Option(min=0.0, help="0 decodes greedily.", rich_help_panel=SAMPLING)
-]
-TopPOpt = Annotated[
-    float,
-    typer.Option(min=0.0, max=1.0, help="Nucleus sampling mass (above 0).",
-                 rich_help_panel=SAMPLING),
-]  # fmt: skip
-TopKOpt = Annotated[
-    int,
-    typer.Option(min=0, help="Sample among the k likeliest (0: all).", rich_help_panel=SAMPLING),
-]
-SeedOpt = Annotated[
-    int | None,
-    typer.Option(help="Random seed: the same seed and settings give the same text.",
-                 rich_help_panel=SAMPLING),
-]  # fmt: skip
-NoPldOpt = Annotated[
-    bool,
-    typer.Option("--no-pld", help="Plain greedy decoding, no drafting.", rich_help_panel=DECODING),
-]
-LiveOpt = Annotated[bool, typer.Option(help="Live view on a terminal.", rich_help_panel=DISPLAY)]
-QuietOpt = Annotated[
-    bool,
-    typer.Option("-q", "--quiet", help="Nothing on stderr but errors.", rich_help_panel=DISPLAY),
-]
-StatsOpt = Annotated[
-    bool,
-    typer.Option("--stats", help="A stats table on stderr at the end.", rich_help_panel=DISPLAY),
-]
-CompareOpt = Annotated[
-    bool,
-    typer.Option(
-        "--compare",
-        help="Also decode without drafting; report the measured speedup.",
-        rich_help_panel=DISPLAY,
-    ),
-]
-JsonOpt = Annotated[
-    bool,
-    typer.Option(
-        "--json", help="One JSON object on stdout instead of text.", rich_help_panel=DISPLAY
-    ),
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", help="Library warnings on stderr.", rich_help_panel=DISPLAY)
-]
+MODEL, DECODING, SAMPLING, DISPLAY = "Model", "Decoding", "Sampling", "Display"
+
+
+class Dtype(str, Enum):
+    AUTO = "auto"
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
+
+
+class RuntimeKind(str, Enum):
+    AUTO = "auto"
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class DraftMode(str, Enum):
+    ADAPTIVE = "adaptive"
+    FIXED = "fixed"
+
+
+def option(*names: str, panel: str, help: str, **kwargs) -> typer.models.OptionInfo:
+    return typer.Option(*names, help=help, rich_help_panel=panel, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)
-class Options:
-    model: ModelSpec
-    decode: DecodeConfig
-    ui: Ui
-    stats: bool
-    compare: bool
-    json: bool
+class Settings:
+    """The model and decoding options every command takes, with their one set of defaults."""
 
-
-def model_spec(params: dict) -> ModelSpec:
-    if params["runtime"] not in KINDS:
-        raise PldError(f"--runtime {params['runtime']}: expected {', '.join(KINDS)}", code=2)
-    return ModelSpec(
-        params["model"],
-        params["revision"],
-        params["device"],
-        params["dtype"],
-        params["trust_remote_code"],
-        params["runtime"],
+    model: Annotated[
+        str | None,
+        option("-m", "--model", panel=MODEL, envvar="PLD_MODEL", show_default=False,
+               help="Hub id, local folder or .gguf file [default: embedded SmolLM2-135M-Instruct]"),
+    ] = None  # fmt: skip
+    revision: Annotated[str | None, option(panel=MODEL, help="Hub revision.")] = None
+    device: Annotated[str, option(panel=MODEL, help="auto | cpu | cuda | cuda:N")] = "auto"
+    dtype: Annotated[
+        Dtype, option(panel=MODEL, help="auto: bfloat16 on CUDA, float32 on a CPU.")
+    ] = Dtype.AUTO
+    runtime: Annotated[
+        RuntimeKind,
+        option(panel=MODEL, help="static preallocates the KV cache (CUDA graphs on CUDA); "
+               "dynamic grows transformers' cache; auto takes static where the model allows."),
+    ] = RuntimeKind.AUTO  # fmt: skip
+    trust_remote_code: Annotated[
+        bool, option(panel=MODEL, help="Allow the model's own code from the hub.")
+    ] = False
+    max_new_tokens: Annotated[
+        int, option(min=1, panel=DECODING, help="Most tokens to generate.")
+    ] = DecodeConfig.max_new_tokens
+    ngram_max: Annotated[int, option(min=1, panel=DECODING, help="Longest n-gram to match.")] = (
+        DecodeConfig.ngram_max
     )
-
-
-def decode_config(params: dict) -> DecodeConfig:
-    if params["ngram_min"] > params["ngram_max"]:
-        raise PldError("--ngram-min must not exceed --ngram-max", code=2)
-    if params["top_p"] <= 0:
-        raise PldError("--top-p must be above 0", code=2)
-    if params["draft"] not in ("adaptive", "fixed"):
-        raise PldError(f"--draft {params['draft']}: expected adaptive or fixed", code=2)
-    return DecodeConfig(
-        max_new_tokens=params["max_new_tokens"],
-        num_draft=params["num_draft"],
-        ngram_max=params["ngram_max"],
-        ngram_min=params["ngram_min"],
-        use_pld=not params.get("no_pld", False),
-        draft=params["draft"],
-        sampling=SamplingConfig(
-            params["temperature"], params["top_p"], params["top_k"], params["seed"]
-        ),
+    ngram_min: Annotated[int, option(min=1, panel=DECODING, help="Shortest n-gram to match.")] = (
+        DecodeConfig.ngram_min
     )
-
-
-def options(params: dict) -> Options:
-    """The options edit and summarize share, from a command's parameters (its locals())."""
-    return Options(
-        model=model_spec(params),
-        decode=decode_config(params),
-        ui=Ui(quiet=params["quiet"], live=params["live"], verbose=params["verbose"]),
-        stats=params["stats"],
-        compare=params["compare"],
-        json=params["json_out"],
+    num_draft: Annotated[
+        int,
+        option(min=0, panel=DECODING, help="Most draft tokens verified per pass (adaptive "
+               "drafting verifies fewer when they do not pay)."),
+    ] = DecodeConfig.num_draft  # fmt: skip
+    draft: Annotated[
+        DraftMode,
+        option(panel=DECODING, help="adaptive: verify as many draft tokens as pay off under "
+               "measured pass costs; fixed: always up to --num-draft."),
+    ] = DraftMode(DecodeConfig.draft)  # fmt: skip
+    temperature: Annotated[float, option(min=0.0, panel=SAMPLING, help="0 decodes greedily.")] = (
+        SamplingConfig.temperature
     )
+    top_p: Annotated[
+        float, option(min=0.0, max=1.0, panel=SAMPLING, help="Nucleus sampling mass (above 0).")
+    ] = SamplingConfig.top_p
+    top_k: Annotated[
+        int, option(min=0, panel=SAMPLING, help="Sample among the k likeliest (0: all).")
+    ] = SamplingConfig.top_k
+    seed: Annotated[
+        int | None,
+        option(panel=SAMPLING, help="Random seed: the same seed and settings give the same text."),
+    ] = SamplingConfig.seed
+    quiet: Annotated[
+        bool, option("-q", "--quiet", panel=DISPLAY, help="Nothing on stderr but errors.")
+    ] = False
+    verbose: Annotated[
+        bool,
+        option("--verbose", panel=DISPLAY, help="Which runtime runs and why, each pass's draft "
+               "length and why, library warnings."),
+    ] = False  # fmt: skip
+    debug: Annotated[
+        bool, option("--debug", panel=DISPLAY, help="Show the traceback of an unexpected error.")
+    ] = False
+
+    def __post_init__(self) -> None:
+        if self.ngram_min > self.ngram_max:
+            raise PldError("--ngram-min must not exceed --ngram-max", code=ExitStatus.USAGE)
+        if self.top_p <= 0:
+            raise PldError("--top-p must be above 0", code=ExitStatus.USAGE)
+
+    def decode_config(self, use_pld: bool = True) -> DecodeConfig:
+        sampling = SamplingConfig(self.temperature, self.top_p, self.top_k, self.seed)
+        return DecodeConfig(
+            max_new_tokens=self.max_new_tokens,
+            num_draft=self.num_draft,
+            ngram_max=self.ngram_max,
+            ngram_min=self.ngram_min,
+            use_pld=use_pld,
+            draft=self.draft.value,
+            sampling=sampling,
+        )
+
+    def model_spec(self):  # -> ModelSpec; its module imports torch, so only when a command runs
+        from pld_cli.tasks.models import ModelSpec
+
+        return ModelSpec(self.model, self.revision, self.device, self.dtype.value,
+                         self.trust_remote_code, self.runtime.value)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Display:
+    """What edit and summarize print besides the result."""
+
+    no_pld: Annotated[
+        bool, option("--no-pld", panel=DECODING, help="Plain decoding through the same loop.")
+    ] = False
+    live: Annotated[bool, option(panel=DISPLAY, help="Live view on a terminal.")] = True
+    stats: Annotated[
+        bool, option("--stats", panel=DISPLAY, help="A stats table on stderr at the end.")
+    ] = False
+    compare: Annotated[
+        bool,
+        option("--compare", panel=DISPLAY,
+               help="Also decode without drafting; report the measured speedup."),
+    ] = False  # fmt: skip
+    json: Annotated[
+        bool, option("--json", panel=DISPLAY, help="One JSON object on stdout instead of text.")
+    ] = False
+
+
+def with_options(**defaults) -> Callable[[Callable], Callable]:
+    """Give a command the fields of each dataclass parameter (`settings: Settings`) as options,
+    with `defaults` replacing the shared ones, and call it with one instance per dataclass."""
+
+    def decorate(command: Callable) -> Callable:
+        hints = typing.get_type_hints(command, include_extras=True)
+        params, groups = [], {}
+        for param in inspect.signature(command).parameters.values():
+            kind = hints[param.name]
+            if dataclasses.is_dataclass(kind):
+                groups[param.name] = kind
+                params += group_parameters(kind, defaults)
+            else:
+                params.append(param.replace(annotation=kind))
+
+        @functools.wraps(command)
+        def run(**kwargs):
+            for name, kind in groups.items():
+                values = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(kind)}
+                kwargs[name] = kind(**values)
+            return command(**kwargs)
+
+        run.__signature__ = inspect.Signature(params)
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        return run
+
+    return decorate
+
+
+def group_parameters(kind: type, defaults: dict) -> list[inspect.Parameter]:
+    hints = typing.get_type_hints(kind, include_extras=True)
+    return [
+        inspect.Parameter(
+            field.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=defaults.get(field.name, field.default),
+            annotation=hints[field.name],
+        )
+        for field in dataclasses.fields(kind)
+    ]

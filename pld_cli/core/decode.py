@@ -11,27 +11,16 @@ import functools
 import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from pld_cli.core.config import DecodeConfig
 from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
 from pld_cli.core.policy import AcceptanceModel, choose_length
-from pld_cli.core.sampling import Sampler, SamplingConfig, verify_sampled
+from pld_cli.core.sampling import Sampler, verify_sampled
 from pld_cli.core.verify import accepted_prefix, verify_greedy
-from pld_cli.runtime.base import Runtime
 
-
-@dataclass(frozen=True)
-class DecodeConfig:
-    max_new_tokens: int = 1024
-    num_draft: int = 24  # k, the most draft tokens verified in one pass
-    ngram_max: int = 3
-    ngram_min: int = 1
-    use_pld: bool = True
-    draft: str = "adaptive"  # 'adaptive' | 'fixed'
-    sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
-
-    @property
-    def adaptive(self) -> bool:
-        return self.use_pld and self.draft == "adaptive"
+if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
+    from pld_cli.runtime.base import Runtime
 
 
 @dataclass(frozen=True)

@@ -11,18 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
-from pld_cli.runtime.base import Runtime
+from pld_cli.core.config import SamplingConfig
 
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    temperature: float = 0.0  # 0 means greedy
-    top_p: float = 1.0
-    top_k: int = 0  # 0 keeps every token
-    seed: int | None = None  # None: fresh randomness on every run
+if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
+    from pld_cli.runtime.base import Runtime
 
 
 def probabilities(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:

@@ -1,7 +1,12 @@
-"""Decode statistics as data, accumulated from the loop's events.
+"""Decode statistics as data, accumulated from the loop's events, and every formula over them.
 
-copy rate f = accepted draft tokens / new tokens; mean accepted run L = accepted draft tokens over
-the passes that accepted at least one. The seed's estimate of the speedup is 1 / (f/L + (1 - f)).
+The one home of pld's metrics (the CLI's `--compare` and `pld bench` both use these):
+- copy rate f = accepted draft tokens / new tokens;
+- mean accepted run L = accepted draft tokens / passes that accepted at least one;
+- the PLD speedup formula 1 / (f/L + (1 - f)): passes saved, an estimate, not a measurement;
+- the measured speedup of A over B = A's tok/s / B's tok/s, both decoded in the same process.
+  A ratio of rates: with the same tokens it equals B's decode time over A's, and it stays fair
+  when sampling (or a diverging dtype) makes the lengths differ.
 """
 
 from __future__ import annotations
@@ -52,23 +57,23 @@ class Stats:
 
     @property
     def tokens_per_pass(self) -> float:
-        return self.new_tokens / self.passes if self.passes else 0.0
+        return ratio(self.new_tokens, self.passes)
 
     @property
     def copy_rate(self) -> float:
-        return self.accepted_tokens / self.new_tokens if self.new_tokens else 0.0
+        return ratio(self.accepted_tokens, self.new_tokens)
 
     @property
     def mean_accepted(self) -> float:
-        return self.accepted_tokens / self.passes_accepting if self.passes_accepting else 0.0
+        return ratio(self.accepted_tokens, self.passes_accepting)
 
     @property
     def tokens_per_s(self) -> float:
-        return self.new_tokens / self.decode_s if self.decode_s else 0.0
+        return ratio(self.new_tokens, self.decode_s)
 
     @property
     def predicted_speedup(self) -> float:
-        """The seed's formula from this run's f and L (an estimate, not a measurement)."""
+        """The PLD speedup formula from this run's f and L (an estimate, not a measurement)."""
         return predicted_speedup(self.copy_rate, self.mean_accepted)
 
     @property
@@ -105,6 +110,16 @@ class Stats:
             "copy_rate": round(self.copy_rate, 4),
             "mean_accepted": round(self.mean_accepted, 3),
         }
+
+
+def ratio(part: float, whole: float) -> float:
+    """part / whole, 0 when there is no whole (no tokens, no passes, no time yet)."""
+    return part / whole if whole else 0.0
+
+
+def measured_speedup(rate: float, baseline_rate: float) -> float | None:
+    """How many times faster than the baseline, as a ratio of tok/s measured in one process."""
+    return rate / baseline_rate if baseline_rate else None
 
 
 def predicted_speedup(copy_rate: float, mean_accepted: float) -> float:

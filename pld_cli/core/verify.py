@@ -7,8 +7,10 @@ agree are exact, and the model's token after them (the bonus token) comes free.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from pld_cli.runtime.base import Runtime
+if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
+    from pld_cli.runtime.base import Runtime
 
 
 def accepted_prefix(draft: Sequence[int], targets: Sequence[int]) -> int:

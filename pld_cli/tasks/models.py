@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from pld_cli.errors import PldError
+from pld_cli.errors import ExitStatus, PldError
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -80,7 +80,9 @@ def resolve_device(device: str) -> str:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise PldError(f"--device {device}: CUDA is not available on this machine")
     if device != "cpu" and not device.startswith("cuda"):
-        raise PldError(f"--device {device}: expected auto, cpu, cuda or cuda:N", code=2)
+        raise PldError(
+            f"--device {device}: expected auto, cpu, cuda or cuda:N", code=ExitStatus.USAGE
+        )
     return device
 
 
@@ -88,7 +90,9 @@ def resolve_dtype(dtype: str, device: str) -> str:
     if dtype == "auto":
         return "bfloat16" if device.startswith("cuda") else "float32"
     if dtype not in DTYPES:
-        raise PldError(f"--dtype {dtype}: expected auto, float32, bfloat16 or float16", code=2)
+        raise PldError(
+            f"--dtype {dtype}: expected auto, float32, bfloat16 or float16", code=ExitStatus.USAGE
+        )
     return dtype
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pld_cli.core.decode import DecodeConfig, Pass, generate
-from pld_cli.core.stats import Stats
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Pass, generate
+from pld_cli.core.stats import Stats, measured_speedup
 from pld_cli.errors import PldError
 from pld_cli.runtime.base import Runtime, context_limit
 from pld_cli.runtime.choice import Report, runtime_for
@@ -28,8 +29,8 @@ class Result:
     stats: Stats
 
     def speedup_over(self, plain: Result) -> float:
-        """Measured: plain decoding's decode time over this run's, same input, same process."""
-        return plain.stats.decode_s / self.stats.decode_s if self.stats.decode_s else 0.0
+        """Measured in this process against plain decoding of the same input (stats.py)."""
+        return measured_speedup(self.stats.tokens_per_s, plain.stats.tokens_per_s) or 0.0
 
     @property
     def complete(self) -> bool:

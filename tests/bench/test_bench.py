@@ -15,7 +15,7 @@ from pld_cli.bench.corpus import Item, load_corpus
 from pld_cli.bench.methods import Run
 from pld_cli.bench.report import ItemResult, MethodResult, Report
 from pld_cli.cli.app import main
-from pld_cli.core.sampling import SamplingConfig
+from pld_cli.core.config import SamplingConfig
 from pld_cli.tasks.prompts import Task
 
 METHOD_KEYS = {
@@ -65,7 +65,7 @@ def corpus(tmp_path):
 def bench_json(tiny_model_dir, corpus, capsys, *extra) -> tuple[int, dict | None, str]:
     out = corpus.parent / "bench.json"
     argv = ["bench", str(corpus), "-m", tiny_model_dir, "--device", "cpu", "--max-new-tokens",
-            "12", "--json", str(out), "-q", *extra]  # fmt: skip
+            "12", "-o", str(out), "-q", *extra]  # fmt: skip
     code, stdout, err = pld(argv, capsys)
     assert stdout == ""
     return code, json.loads(out.read_text()) if out.exists() else None, err
@@ -84,7 +84,7 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     ]  # fmt: skip
     for item in data["items"]:
         methods = item["methods"]
-        assert list(methods) == ["greedy", "pld", "hf-pld"]
+        assert list(methods) == ["hf-greedy", "greedy", "pld", "hf-pld"]
         assert all(set(record) >= METHOD_KEYS for record in methods.values())
         detail = methods["pld"]["passes_detail"]
         assert len(detail) == methods["pld"]["passes"]

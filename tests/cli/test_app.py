@@ -184,3 +184,30 @@ def test_verbose_says_which_runtime_runs(pld, tiny):
     code, _, err = pld("summarize", *tiny, "--verbose", "--runtime", "static", stdin=DOC.encode())
     assert code == 0
     assert "pld: runtime: static+cpu-kernels, room for" in err
+
+
+def test_version_and_short_help(pld):
+    code, out, _ = pld("--version")
+    assert code == 0 and out.startswith("pld ")
+    code, out, _ = pld("summarize", "-h")
+    assert code == 0 and "--max-new-tokens" in out and "PLD_MODEL" in out
+
+
+def test_pld_model_names_the_default_model(pld, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("PLD_MODEL", tiny_model_dir)
+    code, out, _ = pld("summarize", "--max-new-tokens", "4", "--json", stdin=DOC.encode())
+    assert code == 0 and json.loads(out)["model"] == tiny_model_dir
+
+
+def broken_load(*_args, **_kwargs):
+    raise RuntimeError("something inside went wrong\nsecond line")
+
+
+def test_an_unexpected_error_is_one_line_unless_debug(pld, tiny, monkeypatch):
+    monkeypatch.setattr("pld_cli.cli.run.load_model", broken_load)
+    code, _, err = pld("summarize", *tiny, stdin=DOC.encode())
+    assert code == 1
+    line = one_error_line(err)
+    assert "RuntimeError: something inside went wrong" in line and "--debug" in line
+    code, _, err = pld("summarize", *tiny, "--debug", stdin=DOC.encode())
+    assert code == 1 and "Traceback" in err and "broken_load" in err

@@ -1,6 +1,7 @@
 from fakes import ScriptedRuntime
 
-from pld_cli.core.decode import DecodeConfig, Pass, Prefill, cut_after_eos, generate
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Pass, Prefill, cut_after_eos, generate
 from pld_cli.core.stats import Stats
 
 PROMPT = [10, 11, 12, 13, 14, 15, 16, 10, 11]

@@ -7,8 +7,9 @@ import pytest
 import torch
 from conftest import tiny_llama
 
-from pld_cli.core.decode import DecodeConfig, Pass, generate
-from pld_cli.core.sampling import Sampler, SamplingConfig, probabilities, verify_sampled
+from pld_cli.core.config import DecodeConfig, SamplingConfig
+from pld_cli.core.decode import Pass, generate
+from pld_cli.core.sampling import Sampler, probabilities, verify_sampled
 from pld_cli.runtime.base import DynamicRuntime
 
 VOCAB = 8

@@ -1,0 +1,29 @@
+"""What a decode is asked to do: the settings of the loop, with the one set of defaults that the
+command line shows. Plain data (no torch), so `pld --help` reads them without loading anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0 keeps every token
+    seed: int | None = None  # None: fresh randomness on every run
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    max_new_tokens: int = 1024
+    num_draft: int = 24  # k, the most draft tokens verified in one pass
+    ngram_max: int = 3
+    ngram_min: int = 1
+    use_pld: bool = True
+    draft: str = "adaptive"  # 'adaptive' | 'fixed'
+    sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
+
+    @property
+    def adaptive(self) -> bool:
+        return self.use_pld and self.draft == "adaptive"
