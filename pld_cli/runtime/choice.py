@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import DynamicRuntime, Runtime, context_limit
+from pld_cli.runtime.base import Runtime, context_limit
 from pld_cli.runtime.cuda_graphs import capture
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
 from pld_cli.tasks.models import LoadedModel
 

@@ -5,8 +5,8 @@ from conftest import tiny_llama
 from transformers import MistralConfig, MistralForCausalLM
 
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.choice import CAPACITY_STEP, runtime_for
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.models import LoadedModel
 

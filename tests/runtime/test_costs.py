@@ -1,7 +1,7 @@
 from conftest import tiny_llama
 
 import pld_cli.runtime.costs as costs
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 
 
 def test_interpolate_is_piecewise_linear_and_never_decreasing():

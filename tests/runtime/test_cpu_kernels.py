@@ -3,8 +3,8 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.cpu_kernels import CpuKernels, grouped_attention, small_linear
+from pld_cli.runtime.dynamic import DynamicRuntime
 
 
 @pytest.fixture

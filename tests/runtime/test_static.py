@@ -5,7 +5,7 @@ import torch
 from conftest import tiny_llama
 from transformers import MistralConfig, MistralForCausalLM
 
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
 
 
