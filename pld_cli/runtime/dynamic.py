@@ -1,56 +1,99 @@
-"""The dynamic runtime: transformers' own forward over a DynamicCache; rollback crops the cache."""
+"""The dynamic runtime: transformers' own forward over a DynamicCache that a rollback restores.
+
+Attention layers roll back by cropping: sliding-window layers are kept as full ones so that a
+rollback past the window still has the positions it needs (`compat.rollback_cache`), and conv
+states record their past so a crop cuts them back too. A recurrent state is folded in place, so
+it cannot be cropped: before each pass the runtime keeps a copy, and a rollback inside the pass
+restores that copy and re-runs the accepted positions from it, the state plain decoding reaches.
+A model whose state pld cannot restore still decodes without drafting; a rollback is refused.
+"""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from pld_cli.errors import PldError
+from pld_cli.runtime import compat
 from pld_cli.runtime.base import context_limit
 from pld_cli.runtime.cpu_kernels import cpu_kernels, kernels_suffix
 
 
-class DynamicRuntime:
-    """transformers' own forward with a DynamicCache; rollback crops the cache."""
+@dataclass
+class Snapshot:
+    """The recurrent states before the last pass, and that pass's start and ids."""
 
+    start: int
+    ids: list[int]
+    states: list[torch.Tensor]
+
+
+class DynamicRuntime:
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
         self.device = model.get_input_embeddings().weight.device
         self.kernels = cpu_kernels(model, self.device)
         self.name = "dynamic" + kernels_suffix(self.device)
         self.context_limit = context_limit(model)
-        self.cache = DynamicCache(config=model.config)
-        # transformers renamed `past_key_values` to `cache` (5.2x); accept either.
-        params = inspect.signature(model.forward).parameters
-        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.cache_arg = compat.cache_argument(model)
+        self.refusal: str | None = None  # why a rollback cannot be exact, if it cannot
+        self.cache = self.new_cache()
+        self._length = 0
+        self.snapshot: Snapshot | None = None
+
+    def new_cache(self) -> DynamicCache:
+        try:
+            return compat.rollback_cache(self.model)
+        except compat.Unsupported as why:
+            self.refusal = str(why)
+            return DynamicCache(config=self.model.config)
 
     @property
     def length(self) -> int:
-        return self.cache.get_seq_length()
+        return self._length
 
     @torch.inference_mode()
     def prefill(self, ids: Sequence[int]) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        self.cache, self._length, self.snapshot = self.new_cache(), 0, None
         if ids:
-            x = torch.tensor([list(ids)], device=self.device)  # [1, P]
             # The loop never reads prefill logits: keep one row instead of [P, vocab].
-            with self.kernels:
-                self.model(
-                    input_ids=x, use_cache=True, logits_to_keep=1, **{self.cache_arg: self.cache}
-                )
+            self.run(ids, logits_to_keep=1)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
 
     @torch.inference_mode()
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
+        states = compat.recurrent_states(self.cache)
+        if states:
+            self.snapshot = Snapshot(self._length, list(ids), [s.clone() for s in states])
+        return self.run(ids).logits[0]  # [q, vocab]
+
+    def run(self, ids: Sequence[int], **kwargs):
         x = torch.tensor([list(ids)], device=self.device)  # [1, q]
         with self.kernels:
-            out = self.model(input_ids=x, use_cache=True, **{self.cache_arg: self.cache})
-        return out.logits[0]  # [q, vocab]
+            out = self.model(input_ids=x, use_cache=True, **{self.cache_arg: self.cache}, **kwargs)
+        self._length += len(ids)
+        return out
 
+    @torch.inference_mode()
     def rollback(self, length: int) -> None:
-        if length < self.length:
-            # A negative count removes that many positions in every transformers version.
-            self.cache.crop(length - self.length)
+        if length >= self._length:
+            return
+        if self.refusal:
+            raise PldError(f"pld cannot roll back this model's cache: {self.refusal}")
+        if self.snapshot is None:
+            compat.crop(self.cache, self._length - length)
+            self._length = length
+            return
+        start, ids, saved = self.snapshot.start, self.snapshot.ids, self.snapshot.states
+        if length < start:
+            raise ValueError("a recurrent state rolls back only within the last pass")
+        compat.crop(self.cache, self._length - start)
+        for state, before in zip(compat.recurrent_states(self.cache), saved, strict=True):
+            state.copy_(before)
+        self._length, self.snapshot = start, None
+        if length > start:
+            self.run(ids[: length - start], logits_to_keep=1)

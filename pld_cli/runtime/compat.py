@@ -1,0 +1,213 @@
+"""The one place that touches transformers' private or version-dependent API.
+
+pld needs more of transformers than a forward call: a cache it can roll back, a static cache whose
+write position it can move, the attention and mask registries its CPU kernels hook into, and the
+names of forward arguments that changed between releases. Each function below says which
+transformers versions each of its branches serves; the rest of pld calls only these.
+Supported: transformers >= 5.0, < 6 (`pyproject.toml`; `make test-compat` runs the oldest).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from transformers import DynamicCache, PreTrainedModel, StaticCache
+from transformers.cache_utils import DynamicLayer, StaticLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.pytorch_utils import Conv1D
+
+try:  # 5.x releases with linear-attention (conv / recurrent state) cache layers
+    from transformers.cache_utils import LinearAttentionCacheLayerMixin
+except ImportError:  # earlier 5.x: such models keep their own cache classes (refused below)
+    LinearAttentionCacheLayerMixin = None
+
+
+class Unsupported(Exception):
+    """pld cannot roll back (or statically cache) this model's state; the message says why."""
+
+
+# Forward arguments -------------------------------------------------------------------------
+
+
+def cache_argument(model: PreTrainedModel) -> str:
+    """The name of forward's cache argument: `cache` (5.2x on), `past_key_values` (earlier)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def takes_cache_position(model: PreTrainedModel) -> bool:
+    """Whether forward places cache writes at an explicit `cache_position` (5.0 to 5.1x); newer
+    releases keep the write position in each static layer (`cumulative_length`)."""
+    return "cache_position" in inspect.signature(model.forward).parameters
+
+
+def attention_implementation(model: PreTrainedModel) -> str:
+    """`config._attn_implementation` (private in every 5.x): "sdpa", "eager", ..."""
+    return model.config._attn_implementation
+
+
+# The dynamic cache ------------------------------------------------------------------------
+
+
+def rollback_cache(model: PreTrainedModel) -> DynamicCache:
+    """A DynamicCache that `crop` restores exactly, for every layer kind pld knows.
+
+    Sliding-window and chunked layers become full layers: they keep every position, so a rollback
+    past the window has the positions it needs, while the model's own sliding-window masks still
+    restrict what attention reads (the same products as plain decoding, masked entries adding 0).
+    Conv and recurrent layers record their past conv states, so `crop` can cut them back; their
+    recurrent states are restored by the runtime from a snapshot (`recurrent_states`).
+    Serves 5.x releases where `DynamicCache(config=...)` builds typed layers; earlier ones build
+    full layers already.
+    """
+    cache = DynamicCache(config=model.config)
+    for i, layer in enumerate(cache.layers):
+        if is_linear(layer):
+            if not hasattr(layer, "activate_past_recording"):
+                raise Unsupported(f"its {type(layer).__name__} cache cannot record past states")
+            layer.activate_past_recording()
+            if isinstance(layer, DynamicLayer) and getattr(layer, "is_sliding", False):
+                raise Unsupported("its hybrid sliding-window layers cannot be rolled back")
+        elif getattr(layer, "is_sliding", False):
+            cache.layers[i] = DynamicLayer()
+        elif not isinstance(layer, DynamicLayer) and type(layer).__name__ != "DummyLayer":
+            raise Unsupported(f"pld cannot roll back its {type(layer).__name__} cache layers")
+    return cache
+
+
+def is_linear(layer) -> bool:
+    """A conv or recurrent-state layer (5.2x on; none before)."""
+    return LinearAttentionCacheLayerMixin is not None and isinstance(
+        layer, LinearAttentionCacheLayerMixin
+    )
+
+
+def recurrent_states(cache) -> list[torch.Tensor]:
+    """The recurrent-state tensors of a cache's linear layers (updated in place by transformers,
+    so a snapshot is a list of clones and a restore is `copy_`)."""
+    states = []
+    for layer in getattr(cache, "layers", []):
+        if is_linear(layer):
+            for i, ready in layer.is_recurrent_states_initialized.items():
+                if ready:
+                    states.append(layer.recurrent_states[i])
+    return states
+
+
+def crop(cache, positions: int) -> None:
+    """Forget the last `positions` positions (a negative count works in every 5.x release)."""
+    if positions:
+        cache.crop(-positions)
+
+
+def check_rollback(cache, model_cache) -> None:
+    """Refuse a model that ignored pld's cache and returned its own kind of state."""
+    if model_cache is not None and model_cache is not cache:
+        raise Unsupported(f"it keeps its state in a {type(model_cache).__name__}")
+
+
+# The static cache -------------------------------------------------------------------------
+
+
+def plain_static_cache(model: PreTrainedModel, capacity: int) -> StaticCache:
+    """A StaticCache of `capacity` positions whose layers are all plain full-attention ones
+    (raises Unsupported otherwise: a sliding window overwrites old positions in a ring and a
+    recurrent state is folded in place, so moving a write position restores neither)."""
+    try:
+        cache = StaticCache(config=model.config, max_cache_len=capacity)
+    except Exception as error:  # noqa: BLE001 - any refusal means: use the dynamic runtime
+        raise Unsupported(f"no static cache for this model ({error})") from error
+    layers = getattr(cache, "layers", [])
+    if not layers or any(type(layer) is not StaticLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers} - {"StaticLayer"})
+        raise Unsupported(f"its cache has {', '.join(kinds) or 'no'} layers, not only full ones")
+    return cache
+
+
+def write_position(layer: StaticLayer) -> int | None:
+    """Where a static layer writes next: `cumulative_length` (5.2x on), None where the caller
+    passes explicit cache positions (earlier 5.x)."""
+    position = getattr(layer, "cumulative_length", None)
+    return None if position is None else int(position)
+
+
+class TrimmedStaticLayer(StaticLayer):
+    """A static layer whose attention reads only the positions written so far.
+
+    Without CUDA graphs nothing needs fixed shapes, and on a CPU attending over the whole capacity
+    costs more than DynamicCache's copy; a view of the written part costs neither. Its shapes
+    change every pass, so it is not compileable, which also lets transformers skip the attention
+    mask of a one-position pass, as it does for the dynamic cache. 5.2x on (`cumulative_length`,
+    `get_mask_sizes(query_length)`).
+    """
+
+    is_compileable = False
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        keys, values = super().update(key_states, value_states, *args, **kwargs)
+        end = int(self.cumulative_length)  # a CPU tensor: no device sync
+        return keys[:, :, :end], values[:, :, :end]  # [1, heads, end, head_dim] views
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return int(self.cumulative_length) + query_length, 0
+
+
+def trim_attention(cache: StaticCache) -> None:
+    """Swap plain static layers for trimmed ones where this transformers keeps the write position
+    in the layer (earlier 5.x take explicit cache positions and stay untrimmed)."""
+    for i, layer in enumerate(cache.layers):
+        if type(layer) is StaticLayer and write_position(layer) is not None:
+            cache.layers[i] = TrimmedStaticLayer(layer.max_cache_len)
+
+
+# Attention and mask functions ---------------------------------------------------------------
+
+AttentionFunction = Callable[..., tuple[torch.Tensor, torch.Tensor | None]]
+stock_sdpa_attention = sdpa_attention_forward
+stock_sdpa_mask = sdpa_mask
+
+
+@contextmanager
+def sdpa_replaced(attention: AttentionFunction, mask: Callable) -> Iterator[None]:
+    """Inside `with`, models whose `_attn_implementation` is "sdpa" call `attention` and `mask`
+    instead of transformers' sdpa ones, while still seeing "sdpa" (model code that tests for it,
+    as Falcon's and Gemma 4's does, keeps its sdpa path). Overrides the shared interfaces' local
+    mappings (`GeneralInterface`, every 5.x), restoring what was there before."""
+    saved = [(table, table._local_mapping.get("sdpa")) for table in TABLES]
+    ALL_ATTENTION_FUNCTIONS["sdpa"] = attention
+    ALL_MASK_ATTENTION_FUNCTIONS["sdpa"] = mask
+    try:
+        yield
+    finally:
+        for table, before in saved:
+            if before is None:
+                del table["sdpa"]
+            else:
+                table["sdpa"] = before
+
+
+TABLES = (ALL_ATTENTION_FUNCTIONS, ALL_MASK_ATTENTION_FUNCTIONS)
+
+
+# Linear layers ----------------------------------------------------------------------------
+
+
+def linear_weight(module: torch.nn.Module) -> torch.Tensor | None:
+    """The [out, in] weight of a module that computes x @ W.T + b and nothing else, or None.
+
+    nn.Linear and subclasses that keep its forward; Falcon's FalconLinear (same product, written
+    as `input @ weight.T`); GPT-2's Conv1D (weight stored [in, out]: its transposed view).
+    Other subclasses (quantized, LoRA, ...) may compute something else and are left alone.
+    """
+    kind = type(module)
+    if isinstance(module, torch.nn.Linear):
+        same = kind.forward is torch.nn.Linear.forward or kind.__name__ == "FalconLinear"
+        return module.weight if same else None
+    if kind is Conv1D:
+        return module.weight.t()
+    return None
