@@ -4,22 +4,24 @@ pld needs more of transformers than a forward call: a cache it can roll back, a 
 write position it can move, the attention and mask registries its CPU kernels hook into, and the
 names of forward arguments that changed between releases. Each function below says which
 transformers versions each of its branches serves; the rest of pld calls only these.
-Supported: transformers >= 5.0, < 6 (`pyproject.toml`; `make test-compat` runs the oldest).
+Supported: transformers >= 4.56, < 6 (`pyproject.toml`; `make test-compat` runs the oldest, 4.56).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 from transformers import DynamicCache, PreTrainedModel, StaticCache
+from transformers import __version__ as transformers_version
 from transformers.cache_utils import DynamicLayer, StaticLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.pytorch_utils import Conv1D
+
+from pld_cli.errors import PldError
 
 try:  # 5.x releases with linear-attention (conv / recurrent state) cache layers
     from transformers.cache_utils import LinearAttentionCacheLayerMixin
@@ -65,6 +67,7 @@ def rollback_cache(model: PreTrainedModel) -> DynamicCache:
     Serves 5.x releases where `DynamicCache(config=...)` builds typed layers; earlier ones build
     full layers already.
     """
+    check_runs(model)
     cache = DynamicCache(config=model.config)
     for i, layer in enumerate(cache.layers):
         if is_linear(layer):
@@ -80,11 +83,42 @@ def rollback_cache(model: PreTrainedModel) -> DynamicCache:
     return cache
 
 
+ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
+
+
+def check_runs(model: PreTrainedModel) -> None:
+    """PldError unless transformers' caches can hold this model's state at all.
+
+    Releases without linear-attention cache layers (4.56 to early 5.x) keep the state of conv and
+    recurrent layers (LFM2, Mamba, Qwen3-Next) in model-specific cache classes that pld does not
+    drive; such a model needs a newer transformers, with or without drafting.
+    """
+    if LinearAttentionCacheLayerMixin is not None:
+        return
+    text = model.config.get_text_config()
+    kinds = set(getattr(text, "layer_types", None) or []) - ATTENTION_KINDS
+    takes_cache = {"cache", "past_key_values"} & set(inspect.signature(model.forward).parameters)
+    if kinds or not takes_cache:
+        what = ", ".join(sorted(kinds)) or "recurrent"
+        raise PldError(
+            f"this model's {what} layers need a newer transformers than {transformers_version} "
+            "(one with linear-attention cache layers)"
+        )
+
+
 def is_linear(layer) -> bool:
     """A conv or recurrent-state layer (5.2x on; none before)."""
     return LinearAttentionCacheLayerMixin is not None and isinstance(
         layer, LinearAttentionCacheLayerMixin
     )
+
+
+def forget_recorded_past(cache) -> None:
+    """Cut recorded conv states back to the kernel size once no rollback can need them (a layer
+    recording its past concatenates every pass onto it). 5.2x on; no such layers before."""
+    for layer in getattr(cache, "layers", []):
+        if is_linear(layer) and any(layer.is_conv_states_initialized.values()):
+            LinearAttentionCacheLayerMixin.crop(layer, 0)
 
 
 def recurrent_states(cache) -> list[torch.Tensor]:
@@ -105,24 +139,27 @@ def crop(cache, positions: int) -> None:
         cache.crop(-positions)
 
 
-def check_rollback(cache, model_cache) -> None:
-    """Refuse a model that ignored pld's cache and returned its own kind of state."""
-    if model_cache is not None and model_cache is not cache:
-        raise Unsupported(f"it keeps its state in a {type(model_cache).__name__}")
-
-
 # The static cache -------------------------------------------------------------------------
 
 
 def plain_static_cache(model: PreTrainedModel, capacity: int) -> StaticCache:
-    """A StaticCache of `capacity` positions whose layers are all plain full-attention ones
-    (raises Unsupported otherwise: a sliding window overwrites old positions in a ring and a
-    recurrent state is folded in place, so moving a write position restores neither)."""
+    """A StaticCache of `capacity` positions, all of its layers plain full-attention ones.
+
+    Sliding-window layers become full ones, as in `rollback_cache`: a sliding layer writes in a
+    ring, which a moved write position cannot undo; a full layer keeps every position and the
+    model's sliding-window mask still limits what attention reads. Conv and recurrent layers fold
+    their state in place: Unsupported. `StaticCache(config=, max_cache_len=)` and the layer
+    classes: 4.56 to 5.24 (4.56 names the sliding layer SlidingWindowLayer).
+    """
+    check_runs(model)
     try:
         cache = StaticCache(config=model.config, max_cache_len=capacity)
     except Exception as error:  # noqa: BLE001 - any refusal means: use the dynamic runtime
         raise Unsupported(f"no static cache for this model ({error})") from error
     layers = getattr(cache, "layers", [])
+    for i, layer in enumerate(layers):
+        if isinstance(layer, StaticLayer) and layer.is_sliding and not is_linear(layer):
+            layers[i] = StaticLayer(capacity)
     if not layers or any(type(layer) is not StaticLayer for layer in layers):
         kinds = sorted({type(layer).__name__ for layer in layers} - {"StaticLayer"})
         raise Unsupported(f"its cache has {', '.join(kinds) or 'no'} layers, not only full ones")
@@ -172,26 +209,30 @@ stock_sdpa_attention = sdpa_attention_forward
 stock_sdpa_mask = sdpa_mask
 
 
-@contextmanager
-def sdpa_replaced(attention: AttentionFunction, mask: Callable) -> Iterator[None]:
+class SdpaReplaced:
     """Inside `with`, models whose `_attn_implementation` is "sdpa" call `attention` and `mask`
     instead of transformers' sdpa ones, while still seeing "sdpa" (model code that tests for it,
-    as Falcon's and Gemma 4's does, keeps its sdpa path). Overrides the shared interfaces' local
-    mappings (`GeneralInterface`, every 5.x), restoring what was there before."""
-    saved = [(table, table._local_mapping.get("sdpa")) for table in TABLES]
-    ALL_ATTENTION_FUNCTIONS["sdpa"] = attention
-    ALL_MASK_ATTENTION_FUNCTIONS["sdpa"] = mask
-    try:
-        yield
-    finally:
-        for table, before in saved:
+    as Falcon's and Gemma 4's does, keeps its sdpa path). Overrides the local mappings of the
+    shared interface objects (`GeneralInterface`, 4.56 to 5.24 at least), restoring after."""
+
+    def __init__(self, attention: AttentionFunction, mask: Callable) -> None:
+        self.replacements = (
+            (ALL_ATTENTION_FUNCTIONS, attention),
+            (ALL_MASK_ATTENTION_FUNCTIONS, mask),
+        )
+        self.saved: list = []
+
+    def __enter__(self) -> None:
+        self.saved = [table._local_mapping.get("sdpa") for table, _ in self.replacements]
+        for table, function in self.replacements:
+            table["sdpa"] = function
+
+    def __exit__(self, *exc) -> None:
+        for (table, _), before in zip(self.replacements, self.saved, strict=True):
             if before is None:
                 del table["sdpa"]
             else:
                 table["sdpa"] = before
-
-
-TABLES = (ALL_ATTENTION_FUNCTIONS, ALL_MASK_ATTENTION_FUNCTIONS)
 
 
 # Linear layers ----------------------------------------------------------------------------
