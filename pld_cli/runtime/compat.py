@@ -4,7 +4,9 @@ pld needs more of transformers than a forward call: a cache it can roll back, a 
 write position it can move, the attention and mask registries its CPU kernels hook into, and the
 names of forward arguments that changed between releases. Each function below says which
 transformers versions each of its branches serves; the rest of pld calls only these.
-Supported: transformers >= 4.56, < 6 (`pyproject.toml`; `make test-compat` runs the oldest, 4.56).
+Supported: transformers >= 4.56, < 6 (`pyproject.toml`). Tested: 4.56 (`make test-compat`) and
+5.24 (`make test`); the version bounds of a branch between those were read from the 5.0, 5.10 and
+5.20 sources ("5.0-5.10" below: changed in a release after 5.0, by 5.10).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from transformers.pytorch_utils import Conv1D
 
 from pld_cli.errors import PldError
 
-try:  # 5.x releases with linear-attention (conv / recurrent state) cache layers
+try:  # 5.10 on: conv and recurrent states live in linear-attention cache layers
     from transformers.cache_utils import LinearAttentionCacheLayerMixin
-except ImportError:  # earlier 5.x: such models keep their own cache classes (refused below)
+except ImportError:  # 4.56 to 5.0: such models keep their own cache classes (`check_runs`)
     LinearAttentionCacheLayerMixin = None
 
 
@@ -37,19 +39,20 @@ class Unsupported(Exception):
 
 
 def cache_argument(model: PreTrainedModel) -> str:
-    """The name of forward's cache argument: `cache` (5.2x on), `past_key_values` (earlier)."""
+    """The name of forward's cache argument: `cache` (after 5.20; 5.24), `past_key_values`
+    (4.56 to 5.20)."""
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
 
 
 def takes_cache_position(model: PreTrainedModel) -> bool:
-    """Whether forward places cache writes at an explicit `cache_position` (5.0 to 5.1x); newer
-    releases keep the write position in each static layer (`cumulative_length`)."""
+    """Whether forward places cache writes at an explicit `cache_position` (4.56 to 5.0); later
+    releases (5.10 on) keep the write position in each static layer (`cumulative_length`)."""
     return "cache_position" in inspect.signature(model.forward).parameters
 
 
 def attention_implementation(model: PreTrainedModel) -> str:
-    """`config._attn_implementation` (private in every 5.x): "sdpa", "eager", ..."""
+    """`config._attn_implementation` (private, 4.56 to 5.24): "sdpa", "eager", ..."""
     return model.config._attn_implementation
 
 
@@ -64,8 +67,8 @@ def rollback_cache(model: PreTrainedModel) -> DynamicCache:
     restrict what attention reads (the same products as plain decoding, masked entries adding 0).
     Conv and recurrent layers record their past conv states, so `crop` can cut them back; their
     recurrent states are restored by the runtime from a snapshot (`recurrent_states`).
-    Serves 5.x releases where `DynamicCache(config=...)` builds typed layers; earlier ones build
-    full layers already.
+    `DynamicCache(config=...)` builds typed layers in 4.56 to 5.24 (sliding ones throughout,
+    linear ones from 5.10, which record their past from 5.20 on; 5.10's cannot: Unsupported).
     """
     check_runs(model)
     cache = DynamicCache(config=model.config)
@@ -89,7 +92,7 @@ ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
 def check_runs(model: PreTrainedModel) -> None:
     """PldError unless transformers' caches can hold this model's state at all.
 
-    Releases without linear-attention cache layers (4.56 to early 5.x) keep the state of conv and
+    Releases without linear-attention cache layers (4.56 to 5.0) keep the state of conv and
     recurrent layers (LFM2, Mamba, Qwen3-Next) in model-specific cache classes that pld does not
     drive; such a model needs a newer transformers, with or without drafting.
     """
@@ -107,7 +110,7 @@ def check_runs(model: PreTrainedModel) -> None:
 
 
 def is_linear(layer) -> bool:
-    """A conv or recurrent-state layer (5.2x on; none before)."""
+    """A conv or recurrent-state layer (5.10 on; none before)."""
     return LinearAttentionCacheLayerMixin is not None and isinstance(
         layer, LinearAttentionCacheLayerMixin
     )
@@ -115,7 +118,7 @@ def is_linear(layer) -> bool:
 
 def forget_recorded_past(cache) -> None:
     """Cut recorded conv states back to the kernel size once no rollback can need them (a layer
-    recording its past concatenates every pass onto it). 5.2x on; no such layers before."""
+    recording its past concatenates every pass onto it). 5.20 on; no such layers before."""
     for layer in getattr(cache, "layers", []):
         if is_linear(layer) and any(layer.is_conv_states_initialized.values()):
             LinearAttentionCacheLayerMixin.crop(layer, 0)
@@ -134,7 +137,8 @@ def recurrent_states(cache) -> list[torch.Tensor]:
 
 
 def crop(cache, positions: int) -> None:
-    """Forget the last `positions` positions (a negative count works in every 5.x release)."""
+    """Forget the last `positions` positions: `crop` with a negative count, which removes that
+    many in 4.56 to 5.24 (4.56 reads a positive one as a length, 5.24 refuses it)."""
     if positions:
         cache.crop(-positions)
 
@@ -167,8 +171,8 @@ def plain_static_cache(model: PreTrainedModel, capacity: int) -> StaticCache:
 
 
 def write_position(layer: StaticLayer) -> int | None:
-    """Where a static layer writes next: `cumulative_length` (5.2x on), None where the caller
-    passes explicit cache positions (earlier 5.x)."""
+    """Where a static layer writes next: `cumulative_length` (5.10 on), None where the caller
+    passes explicit cache positions (4.56 to 5.0)."""
     position = getattr(layer, "cumulative_length", None)
     return None if position is None else int(position)
 
@@ -179,8 +183,8 @@ class TrimmedStaticLayer(StaticLayer):
     Without CUDA graphs nothing needs fixed shapes, and on a CPU attending over the whole capacity
     costs more than DynamicCache's copy; a view of the written part costs neither. Its shapes
     change every pass, so it is not compileable, which also lets transformers skip the attention
-    mask of a one-position pass, as it does for the dynamic cache. 5.2x on (`cumulative_length`,
-    `get_mask_sizes(query_length)`).
+    mask of a one-position pass, as it does for the dynamic cache. 5.10 on (`cumulative_length`,
+    `get_mask_sizes(query_length)`; 4.56 to 5.0 take `get_mask_sizes(cache_position)`).
     """
 
     is_compileable = False
@@ -196,7 +200,7 @@ class TrimmedStaticLayer(StaticLayer):
 
 def trim_attention(cache: StaticCache) -> None:
     """Swap plain static layers for trimmed ones where this transformers keeps the write position
-    in the layer (earlier 5.x take explicit cache positions and stay untrimmed)."""
+    in the layer (4.56 to 5.0 take explicit cache positions and stay untrimmed)."""
     for i, layer in enumerate(cache.layers):
         if type(layer) is StaticLayer and write_position(layer) is not None:
             cache.layers[i] = TrimmedStaticLayer(layer.max_cache_len)
