@@ -86,6 +86,11 @@ def rollback_cache(model: PreTrainedModel) -> DynamicCache:
     return cache
 
 
+def plain_cache(model: PreTrainedModel) -> DynamicCache:
+    """transformers' own cache for the model, for decoding without rollbacks (4.56 to 5.24)."""
+    return DynamicCache(config=model.config)
+
+
 ATTENTION_KINDS = {"full_attention", "sliding_attention", "chunked_attention"}
 
 

@@ -54,7 +54,7 @@ class DynamicRuntime:
             return compat.rollback_cache(self.model)
         except compat.Unsupported as why:
             self.refusal = f"pld cannot draft for this model: {why}"
-            return DynamicCache(config=self.model.config)
+            return compat.plain_cache(self.model)
 
     @property
     def length(self) -> int:
