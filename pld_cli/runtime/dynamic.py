@@ -41,7 +41,8 @@ class DynamicRuntime:
         self.cache_arg = compat.cache_argument(model)
         self.refusal: str | None = None  # why drafting cannot be exact, if it cannot
         self.cache = self.new_cache()
-        if self.refusal is None and not continues_state(model, self.cache_arg):
+        stateful = any(compat.is_linear(layer) for layer in self.cache.layers)
+        if self.refusal is None and stateful and not continues_state(model, self.cache_arg):
             self.refusal = (
                 "pld cannot draft for this model: a pass over several positions restarts its "
                 "recurrent state instead of continuing it"
@@ -109,8 +110,8 @@ class DynamicRuntime:
 def continues_state(model: PreTrainedModel, cache_arg: str) -> bool:
     """Whether a pass over a few positions on top of a cached recurrent state continues from it,
     as a verify pass must: the states after one pass over 12 positions and after 8 then 4 agree.
-    (Mamba's multi-position path in transformers 5.24 starts from a zero state.) True for models
-    without a recurrent state."""
+    (Mamba's multi-position path in transformers 5.24 starts from a zero state.) True for conv
+    layers without one."""
     ids = torch.arange(3, 15, device=model.device)[None] % model.config.vocab_size  # [1, 12]
     whole = compat.rollback_cache(model)
     model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg: whole})
