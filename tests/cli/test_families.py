@@ -27,6 +27,14 @@ VARIANTS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def short_calibration(monkeypatch):
+    """Pass costs measured on top of 64 positions (still 8 windows) and once each, not 1,024 and
+    five times: the same code, a fraction of the time."""
+    monkeypatch.setattr("pld_cli.runtime.costs.CONTEXT", 64)
+    monkeypatch.setattr("pld_cli.runtime.costs.REPEATS", 1)
+
+
 @pytest.fixture(scope="session")
 def family_dir(tmp_path_factory):
     """family -> a folder with a tiny random model of it and the default model's tokenizer."""
@@ -62,7 +70,8 @@ def test_family_through_the_cli(pld, family_dir, family, variant):
     if outcome == "identical":
         assert code == 0, err
         result = json.loads(out)
-        assert result["stats"]["drafted_tokens"] > result["stats"]["accepted_tokens"]
+        if variant != "auto":  # fixed drafts: some rejected (adaptive may find none worth it)
+            assert result["stats"]["drafted_tokens"] > result["stats"]["accepted_tokens"]
         if variant != "sampled":  # sampling with and without drafts draws differently
             assert result["compare"]["identical"] is True
         return
