@@ -128,7 +128,9 @@ class CpuKernels:
     def describe(self) -> str:
         """What `with` patches, for --verbose."""
         patched = kinds(self.linears)
-        attention = "grouped sdpa" if self.sdpa else "the model's own (not sdpa)"
+        # Models that call transformers' attention functions get the grouped one; model code
+        # with its own sdpa call (Falcon's) keeps it.
+        attention = "transformers' sdpa function -> grouped sdpa" if self.sdpa else "as shipped"
         note = f"cpu kernels: linear layers {patched or 'none'}; attention {attention}"
         return note + (f"; left as shipped: {kinds(self.skipped)}" if self.skipped else "")
 
