@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.choice import attach_cuda_graphs
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime
 
 SIZES = (1, 2, 4, 8, 11, 16)

@@ -9,7 +9,7 @@ from conftest import tiny_llama
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.pipeline import decode_ids, run, task_ids
 from pld_cli.tasks.prompts import Task

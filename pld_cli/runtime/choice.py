@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import DynamicRuntime, Runtime, context_limit
+from pld_cli.runtime.base import Runtime, context_limit
+from pld_cli.runtime.cpu_kernels import CpuKernels
 from pld_cli.runtime.cuda_graphs import capture
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
 from pld_cli.tasks.models import LoadedModel
 
@@ -34,6 +36,9 @@ def runtime_for(
         capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP
         current = loaded.runtimes[kind] = open_runtime(loaded, kind, capacity, report)
         report(f"runtime: {current.name}, room for {current.context_limit} positions")
+        kernels = getattr(current, "kernels", None)
+        if isinstance(kernels, CpuKernels):
+            report(kernels.describe())
     return current
 
 

@@ -96,6 +96,9 @@ def ready(
     do that work (and graph capture) outside the timed loop. `report` shows progress, `note`
     says which runtime runs and why."""
     runtime = runtime_for(loaded, max(positions, CALIBRATION_POSITIONS), runtime_kind, note)
+    refusal = getattr(runtime, "refusal", None)  # why this runtime cannot draft exactly
+    if config.use_pld and refusal:
+        raise PldError(f"{refusal}; rerun with --no-pld")
     if not config.adaptive:
         return runtime, None
     key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)

@@ -2,11 +2,11 @@
 
 import pytest
 from conftest import tiny_llama
-from transformers import MistralConfig, MistralForCausalLM
+from families import tiny_family_model
 
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.choice import CAPACITY_STEP, runtime_for
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.models import LoadedModel
 
@@ -24,16 +24,25 @@ def test_auto_is_static_and_reused_while_it_has_room():
     assert isinstance(runtime_for(model, 100, "dynamic"), DynamicRuntime)
 
 
-def test_a_sliding_window_model_falls_back_with_a_note_or_refuses_static():
-    config = MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                           sliding_window=8)  # fmt: skip
+def test_a_conv_model_falls_back_with_a_note_or_refuses_static():
     notes = []
-    runtime = runtime_for(loaded(MistralForCausalLM(config)), 100, report=notes.append)
+    try:
+        model = tiny_family_model("lfm2")
+        runtime = runtime_for(loaded(model), 100, report=notes.append)
+    except PldError:
+        pytest.skip("this transformers has no cache layers for conv state")
     assert isinstance(runtime, DynamicRuntime)
     assert "static runtime unavailable" in notes[0]
     with pytest.raises(PldError, match="--runtime static"):
-        runtime_for(loaded(MistralForCausalLM(config), "static"), 100)
+        runtime_for(loaded(model, "static"), 100)
+
+
+def test_a_sliding_window_model_runs_static_and_verbose_names_the_kernels():
+    notes = []
+    runtime = runtime_for(loaded(tiny_family_model("mistral")), 100, report=notes.append)
+    assert isinstance(runtime, StaticRuntime)
+    assert notes[0].startswith("runtime: static")
+    assert "linear layers 15 Linear" in notes[1]  # 7 per layer and the head
 
 
 def test_a_request_past_the_model_limit_reuses_the_runtime():

@@ -1,7 +1,9 @@
+import pytest
 from conftest import tiny_llama
+from families import tiny_family_model
 
 import pld_cli.runtime.costs as costs
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 
 
 def test_interpolate_is_piecewise_linear_and_never_decreasing():
@@ -27,3 +29,14 @@ def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
 def test_interpolate_extends_the_last_segment_past_the_largest_size():
     table = costs.interpolate({1: 1.0, 16: 2.0, 32: 3.0}, 40)
     assert abs(table[40] - 3.5) < 1e-9
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3_next"])
+def test_calibration_rolls_back_past_a_window_and_a_recurrent_state(family, monkeypatch):
+    # Every timed pass is rolled back to the calibration context, here far past the window.
+    monkeypatch.setattr(costs, "CONTEXT", 64)
+    monkeypatch.setattr(costs, "REPEATS", 1)
+    runtime = DynamicRuntime(tiny_family_model(family))
+    measured = costs.measure(runtime, 64)
+    assert set(measured) == set(costs.MEASURED_SIZES)
+    assert runtime.length == 64
