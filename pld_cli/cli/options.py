@@ -34,8 +34,9 @@ DtypeOpt = Annotated[
 RuntimeOpt = Annotated[
     str,
     typer.Option(
-        help="auto | static | dynamic: static preallocates the KV cache (CUDA graphs on CUDA); "
-        "auto uses it where the model allows.",
+        help="auto | native | static | dynamic: native is pld's own Llama-family forward, static "
+        "preallocates the KV cache (CUDA graphs on CUDA); auto uses native on a CPU where the "
+        "model is covered, else static where the model allows.",
         rich_help_panel=MODEL,
     ),
 ]

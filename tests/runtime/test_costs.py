@@ -2,6 +2,7 @@ from conftest import tiny_llama
 
 import pld_cli.runtime.costs as costs
 from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
 
 
 def test_interpolate_is_piecewise_linear_and_never_decreasing():
@@ -27,3 +28,15 @@ def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
 def test_interpolate_extends_the_last_segment_past_the_largest_size():
     table = costs.interpolate({1: 1.0, 16: 2.0, 32: 3.0}, 40)
     assert abs(table[40] - 3.5) < 1e-9
+
+
+def test_the_calibration_chooses_a_kernel_path_per_size_and_caches_the_choice(tmp_path):
+    model = tiny_llama(0, max_positions=2048)
+    runtime = NativeRuntime(model, 2048)
+    cache = tmp_path / "costs.json"
+    first = costs.pass_costs(runtime, 64, "tiny|cpu|native", cache, 11)
+    chosen = runtime.choice
+    assert set(chosen) == set(costs.MEASURED_SIZES) and set(chosen.values()) <= set(runtime.paths)
+    again = NativeRuntime(model, 2048)
+    assert costs.pass_costs(again, 64, "tiny|cpu|native", cache, 11) == first
+    assert again.choice == chosen
