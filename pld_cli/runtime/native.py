@@ -128,10 +128,12 @@ class NativeRuntime:
         self.keys[i, :, start:end] = key.transpose(0, 1)  # [kv_heads, q, d]
         self.values[i, :, start:end] = value.view(q, w.kv_heads, d).transpose(0, 1)
         # Query head h belongs to KV head h // groups: a group's heads become rows (g, position).
-        rows = query.transpose(0, 1).reshape(w.kv_heads, self.groups * q, d)
+        # sdpa takes its fused CPU kernel for 4-d inputs only (3-d ones run the math path).
+        rows = query.transpose(0, 1).reshape(1, w.kv_heads, self.groups * q, d)
+        keys, values = self.keys[i, None, :, :end], self.values[i, None, :, :end]
         out = F.scaled_dot_product_attention(
-            rows, self.keys[i, :, :end], self.values[i, :, :end], attn_mask=mask, scale=w.scaling
-        )  # [kv_heads, groups * q, d]
+            rows, keys, values, attn_mask=mask, scale=w.scaling
+        )  # [1, kv_heads, groups * q, d]
         out = out.view(w.heads, q, d).transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded)
 
