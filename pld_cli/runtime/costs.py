@@ -60,8 +60,13 @@ def measure(runtime: Runtime, vocab_size: int) -> tuple[dict[int, float], dict[i
 
 def interpolate(measured: dict[int, float], max_q: int) -> list[float]:
     """costs[q] for q = 0..max_q: piecewise linear through the measurements (extended along the
-    last segment past the largest), never decreasing."""
+    last segment past the largest), never decreasing.
+
+    A pass over q positions never costs more than one over a larger measured size (it could be
+    padded to it), so a size measured slower than a larger one (a noisy sample on a busy machine)
+    counts at the larger one's cost."""
     sizes = sorted(measured)
+    measured = {s: min(measured[t] for t in sizes if t >= s) for s in sizes}
     costs = [measured[sizes[0]]]
     for q in range(1, max_q + 1):
         lo = max((s for s in sizes if s <= q), default=sizes[0])

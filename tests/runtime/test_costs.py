@@ -6,10 +6,11 @@ from pld_cli.runtime.native import NativeRuntime
 
 
 def test_interpolate_is_piecewise_linear_and_never_decreasing():
-    table = costs.interpolate({1: 1.0, 4: 1.6, 8: 1.5}, 10)
-    assert table[1] == 1.0 and table[4] == 1.6
-    assert abs(table[2] - 1.2) < 1e-9
-    assert table[8] == 1.6 and table[10] == 1.6  # noise never makes a bigger pass cheaper
+    table = costs.interpolate({1: 1.0, 4: 1.6, 8: 1.5, 16: 9.0, 32: 2.0}, 12)
+    assert table[1] == 1.0 and table[8] == 1.5
+    assert abs(table[2] - 1 / 6 - 1.0) < 1e-9
+    assert table[4] == 1.5  # a size measured slower than a larger one costs as that one
+    assert table[12] == 1.75  # an outlier (16: 9.0) counts as the next larger size
 
 
 def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
