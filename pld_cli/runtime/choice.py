@@ -2,10 +2,10 @@
 
 `--runtime auto` takes pld's own forward (`native.py`) on a CPU when it covers the model, else the
 static runtime when transformers can build a static cache for the model, else the dynamic one, with
-a note at each fallback. On CUDA it takes the static runtime with graphs (the native forward has no
-graph capture yet), and runs the static runtime eagerly when a capture fails. One runtime per kind
-is kept with the loaded model and reused while its cache is large enough, so graphs are captured
-once per process.
+a note at each fallback. On CUDA it takes the static runtime with graphs (the native runtime's
+graphs, `--runtime native`, are not yet measured on a GPU); either runs eagerly when a capture
+fails. One runtime per kind is kept with the loaded model and reused while its cache is large
+enough, so graphs are captured once per process.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pld_cli.errors import PldError
 from pld_cli.runtime.base import DynamicRuntime, Runtime, context_limit
 from pld_cli.runtime.cuda_graphs import capture
 from pld_cli.runtime.native import NativeRuntime, NativeUnsupported
+from pld_cli.runtime.native_graphs import capture as capture_native
 from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
 from pld_cli.tasks.models import LoadedModel
 
@@ -45,11 +46,15 @@ def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) 
         return DynamicRuntime(loaded.model)
     if kind == "native" or (kind == "auto" and loaded.device == "cpu"):
         try:
-            return NativeRuntime(loaded.model, capacity)
+            native = NativeRuntime(loaded.model, capacity)
         except NativeUnsupported as why:
             if kind == "native":
                 raise PldError(f"--runtime native: {why}") from None
             report(f"native runtime unavailable ({why}); trying the static one")
+        else:
+            if native.device.type == "cuda":
+                attach_cuda_graphs(native, capture_native, report)
+            return native
     try:
         runtime = StaticRuntime(loaded.model, capacity)
     except StaticUnsupported as why:
@@ -58,14 +63,16 @@ def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) 
         report(f"static runtime unavailable ({why}); using the dynamic one")
         return DynamicRuntime(loaded.model)
     if runtime.device.type == "cuda":
-        attach_cuda_graphs(runtime, report)
+        attach_cuda_graphs(runtime, capture, report)
     return runtime
 
 
-def attach_cuda_graphs(runtime: StaticRuntime, report: Report) -> None:
+def attach_cuda_graphs(
+    runtime: StaticRuntime | NativeRuntime, capture_graphs: Callable, report: Report
+) -> None:
     runtime.prefill([0])  # the graphs read the cache tensors a first pass allocates
     try:
-        runtime.graphs = capture(runtime)
-    except Exception as why:  # noqa: BLE001 - any failure leaves the eager static runtime
-        report(f"CUDA graphs off ({why}); the static runtime runs eagerly")
+        runtime.graphs = capture_graphs(runtime)
+    except Exception as why:  # noqa: BLE001 - any failure leaves the eager runtime
+        report(f"CUDA graphs off ({why}); the {runtime.name} runtime runs eagerly")
     runtime.prefill([])

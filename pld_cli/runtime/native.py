@@ -12,6 +12,9 @@ with a mask. A pass's additive causal mask is built once, not per layer.
 Kernel choice: the linear layers of a pass run plain (`F.linear`) or padded (`W @ x.T`, rows padded
 to a power of two). Which one runs for a pass of q positions is what the calibration measured
 faster on this machine (`choose`, from costs.py); until then every pass runs plain.
+
+On CUDA, passes replay CUDA graphs (`native_graphs.py`) over `run_fixed`, a pass whose shapes
+depend on its length only.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ from pld_cli.runtime.native_model import (
 )
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
+PADDING = 32  # cache slots past the context limit: the largest pass a graph replay pads up to
 
 
 class NativeRuntime:
-    name = "native"
     paths = PATHS
 
     def __init__(self, model: PreTrainedModel, capacity: int) -> None:
@@ -49,17 +52,24 @@ class NativeRuntime:
                 f"a sliding window of {window} positions, under the {self.context_limit} used"
             )
         self.device, dtype = weights.embed.device, weights.embed.dtype
-        shape = (len(weights.layers), weights.kv_heads, self.context_limit, weights.head_dim)
+        # Room past the context limit for the padded positions of a graph replay.
+        slots = self.context_limit + PADDING
+        shape = (len(weights.layers), weights.kv_heads, slots, weights.head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=self.device)
         self.values = torch.zeros_like(self.keys)
         self.cos, self.sin = rope_tables(model, self.context_limit)  # [capacity, 1, head_dim]
         self.groups = weights.heads // weights.kv_heads
         self._length = 0
         self.choice: dict[int, str] = {}  # measured pass size -> path
+        self.graphs = None  # NativeGraphs, once captured (CUDA)
 
     @property
     def length(self) -> int:
         return self._length
+
+    @property
+    def name(self) -> str:
+        return "native+cuda-graphs" if self.graphs else "native"
 
     def choose(self, choice: dict[int, str]) -> None:
         """Run passes of each measured size (and the sizes just below it) on the given path."""
@@ -81,7 +91,10 @@ class NativeRuntime:
         """Logits [len(ids), vocab] for the next token after each of ids."""
         if self._length + len(ids) > self.context_limit:
             raise ValueError("native KV cache is full")
-        logits = self.run(ids, keep=len(ids))
+        if self.graphs is not None and self.graphs.fits(len(ids)):
+            logits = self.graphs.replay(ids, self._length)
+        else:
+            logits = self.run(ids, keep=len(ids))
         self._length += len(ids)
         return logits
 
@@ -91,14 +104,45 @@ class NativeRuntime:
     @torch.inference_mode()
     def run(self, ids: Sequence[int], keep: int) -> torch.Tensor:
         """Writes ids' keys and values at slots length.., returns the last `keep` rows' logits."""
-        w, start, q = self.weights, self._length, len(ids)
-        padded = self.path(q) == "padded"
-        x = w.embed[torch.tensor(list(ids), device=self.device)]  # [q, hidden]
+        start, q = self._length, len(ids)
+        x = self.weights.embed[torch.tensor(list(ids), device=self.device)]  # [q, hidden]
         cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
+        span = slice(start, start + q)
+        return self.layers(x, span, start + q, cos, sin, mask, keep, self.path(q) == "padded")
+
+    @torch.inference_mode()
+    def run_fixed(
+        self, ids: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """A pass whose shapes depend on len(ids) only, for CUDA graphs: ids, cache slots and
+        position ids [s] are device tensors, attention spans the whole cache (masked past each
+        row's own slot). Logits [s, vocab]; moves no length."""
+        x = self.weights.embed[ids]  # [s, hidden]
+        cos, sin = self.cos[positions], self.sin[positions]  # [s, 1, head_dim]
+        capacity = self.keys.shape[2]
+        seen = torch.arange(capacity, device=self.device)[None] <= slots[:, None]  # [s, capacity]
+        mask = torch.zeros(seen.shape, dtype=x.dtype, device=self.device)
+        mask = mask.masked_fill_(~seen, -torch.inf).repeat(self.groups, 1)
+        return self.layers(x, slots, capacity, cos, sin, mask, len(ids), padded=False)
+
+    def layers(
+        self,
+        x: torch.Tensor,
+        slots: slice | torch.Tensor,
+        end: int,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None,
+        keep: int,
+        padded: bool,
+    ) -> torch.Tensor:
+        """The decoder over x [q, hidden] (its keys and values written at `slots`, attention over
+        cache slots :end): logits [keep, vocab] of the last `keep` rows."""
+        w = self.weights
         for i, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attention_norm, w.eps)
-            x = x + self.attention(i, layer, h, start, cos, sin, mask, padded)
+            x = x + self.attention(i, layer, h, slots, end, cos, sin, mask, padded)
             h = rms_norm(x, layer.mlp_norm, w.eps)
             gate, up = linear(h, layer.gate_up, layer.gate_up_bias, padded).chunk(2, -1)
             x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded)
@@ -110,23 +154,23 @@ class NativeRuntime:
         i: int,
         layer: Layer,
         h: torch.Tensor,
-        start: int,
+        slots: slice | torch.Tensor,
+        end: int,
         cos: torch.Tensor,
         sin: torch.Tensor,
         mask: torch.Tensor | None,
         padded: bool,
     ) -> torch.Tensor:
         """Layer i's attention output [q, hidden] for its normed input h [q, hidden]."""
-        w, q = self.weights, h.shape[0]
-        d, end = w.head_dim, start + q
+        w, q, d = self.weights, h.shape[0], self.weights.head_dim
         qkv = linear(h, layer.qkv, layer.qkv_bias, padded)  # [q, (heads + 2 kv_heads) * d]
         query, key, value = qkv.split([w.heads * d, w.kv_heads * d, w.kv_heads * d], -1)
         query, key = query.view(q, w.heads, d), key.view(q, w.kv_heads, d)
         if layer.q_norm is not None:  # Qwen3: RMSNorm over each head before the rotation
             query, key = rms_norm(query, layer.q_norm, w.eps), rms_norm(key, layer.k_norm, w.eps)
         query, key = rotate(query, cos, sin), rotate(key, cos, sin)
-        self.keys[i, :, start:end] = key.transpose(0, 1)  # [kv_heads, q, d]
-        self.values[i, :, start:end] = value.view(q, w.kv_heads, d).transpose(0, 1)
+        self.keys[i, :, slots] = key.transpose(0, 1)  # [kv_heads, q, d]
+        self.values[i, :, slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
         # Query head h belongs to KV head h // groups: a group's heads become rows (g, position).
         # sdpa takes its fused CPU kernel for 4-d inputs only (3-d ones run the math path).
         rows = query.transpose(0, 1).reshape(1, w.kv_heads, self.groups * q, d)

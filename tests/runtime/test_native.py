@@ -16,6 +16,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from pld_cli.runtime import native_graphs
 from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.native_model import NativeUnsupported
@@ -134,3 +135,36 @@ def small(config_class, **changes):
 def test_uncovered_models_are_refused_with_a_reason(model, reason):
     with pytest.raises(NativeUnsupported, match=reason):
         NativeRuntime(model(), 256)
+
+
+class EagerGraph:
+    """A CPU stand-in for a captured graph: replay() runs the fixed-shape pass on its buffers."""
+
+    def __init__(self, runtime, inputs, logits):
+        self.runtime, self.inputs, self.logits = runtime, inputs, logits
+
+    def replay(self):
+        self.logits.copy_(self.runtime.run_fixed(*self.inputs))
+
+
+def test_padded_fixed_shape_passes_as_replayed_match_eager_ones_across_rollbacks():
+    model = tiny_llama(0)
+    eager, replayed = NativeRuntime(model, 128), NativeRuntime(model, 128)
+    passes = {}
+    for size in native_graphs.SIZES:
+        inputs = native_graphs.padded_inputs([0] * size, 0, size)
+        logits = torch.empty(size, model.config.vocab_size)
+        graph = EagerGraph(replayed, inputs, logits)
+        passes[size] = native_graphs.CapturedPass(graph, inputs, logits)
+    replayed.graphs = native_graphs.NativeGraphs(passes)
+    assert replayed.name == "native+cuda-graphs"
+    ids = torch.randint(3, 64, (120,), generator=torch.Generator().manual_seed(0)).tolist()
+    for runtime in (eager, replayed):
+        runtime.prefill(ids[:20])
+    at = 20
+    for q in (1, 3, 5, 8, 13, 32, 2):  # mostly padded: 3 -> 4, 5 -> 8, 13 -> 16
+        chunk = ids[at : at + q]
+        assert torch.allclose(replayed.forward(chunk), eager.forward(chunk), atol=1e-5)
+        at += q // 2 + 1
+        eager.rollback(at)
+        replayed.rollback(at)
