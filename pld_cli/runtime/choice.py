@@ -53,7 +53,7 @@ def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) 
             report(f"native runtime unavailable ({why}); trying the static one")
         else:
             if native.device.type == "cuda":
-                attach_cuda_graphs(native, capture_native, report)
+                attach_cuda_graphs(native, report, capture_native)
             return native
     try:
         runtime = StaticRuntime(loaded.model, capacity)
@@ -63,12 +63,12 @@ def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) 
         report(f"static runtime unavailable ({why}); using the dynamic one")
         return DynamicRuntime(loaded.model)
     if runtime.device.type == "cuda":
-        attach_cuda_graphs(runtime, capture, report)
+        attach_cuda_graphs(runtime, report)
     return runtime
 
 
 def attach_cuda_graphs(
-    runtime: StaticRuntime | NativeRuntime, capture_graphs: Callable, report: Report
+    runtime: StaticRuntime | NativeRuntime, report: Report, capture_graphs: Callable = capture
 ) -> None:
     runtime.prefill([0])  # the graphs read the cache tensors a first pass allocates
     try:
