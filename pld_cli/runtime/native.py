@@ -41,8 +41,6 @@ PADDING = 32  # cache slots past the context limit: the largest pass a graph rep
 
 
 class NativeRuntime:
-    paths = PATHS
-
     def __init__(self, model: PreTrainedModel, capacity: int) -> None:
         self.weights = weights = native_weights(model)
         self.context_limit = min(context_limit(model), capacity)
@@ -52,6 +50,8 @@ class NativeRuntime:
                 f"a sliding window of {window} positions, under the {self.context_limit} used"
             )
         self.device, dtype = weights.embed.device, weights.embed.dtype
+        # The padded layout is a CPU matmul question; CUDA passes replay graphs of plain ones.
+        self.paths = PATHS if self.device.type == "cpu" else ()
         # Room past the context limit for the padded positions of a graph replay.
         slots = self.context_limit + PADDING
         shape = (len(weights.layers), weights.kv_heads, slots, weights.head_dim)
