@@ -1,4 +1,4 @@
-"""Choosing and reusing runtimes: static where the model allows, dynamic otherwise."""
+"""Choosing and reusing runtimes: native where covered, else static where allowed, else dynamic."""
 
 import pytest
 from conftest import tiny_llama
@@ -7,6 +7,7 @@ from families import tiny_family_model
 from pld_cli.errors import PldError
 from pld_cli.runtime.choice import CAPACITY_STEP, runtime_for
 from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.models import LoadedModel
 
@@ -15,13 +16,14 @@ def loaded(model, runtime="auto") -> LoadedModel:
     return LoadedModel(model, None, "tiny", "cpu", "float32", runtime)
 
 
-def test_auto_is_static_and_reused_while_it_has_room():
+def test_auto_is_native_on_a_cpu_and_reused_while_it_has_room():
     model = loaded(tiny_llama(0, max_positions=2048))
     first = runtime_for(model, 100)
-    assert isinstance(first, StaticRuntime) and first.context_limit == CAPACITY_STEP
+    assert isinstance(first, NativeRuntime) and first.context_limit == CAPACITY_STEP
     assert runtime_for(model, CAPACITY_STEP) is first
     assert runtime_for(model, CAPACITY_STEP + 1) is not first  # grown to the next step
     assert isinstance(runtime_for(model, 100, "dynamic"), DynamicRuntime)
+    assert isinstance(runtime_for(model, 100, "static"), StaticRuntime)
 
 
 def test_a_conv_model_falls_back_with_a_note_or_refuses_static():
@@ -32,7 +34,8 @@ def test_a_conv_model_falls_back_with_a_note_or_refuses_static():
     except PldError:
         pytest.skip("this transformers has no cache layers for conv state")
     assert isinstance(runtime, DynamicRuntime)
-    assert "static runtime unavailable" in notes[0]
+    assert "native runtime unavailable (a sliding window" in notes[0]
+    assert "static runtime unavailable" in notes[1]
     with pytest.raises(PldError, match="--runtime static"):
         runtime_for(loaded(model, "static"), 100)
 
