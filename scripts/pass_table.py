@@ -19,7 +19,7 @@ from contextlib import nullcontext
 
 import torch
 
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.models import ModelSpec, load_model

@@ -34,7 +34,7 @@ def test_a_conv_model_falls_back_with_a_note_or_refuses_static():
     except PldError:
         pytest.skip("this transformers has no cache layers for conv state")
     assert isinstance(runtime, DynamicRuntime)
-    assert "native runtime unavailable (a sliding window" in notes[0]
+    assert "native runtime unavailable (Lfm2ForCausalLM is not a covered family" in notes[0]
     assert "static runtime unavailable" in notes[1]
     with pytest.raises(PldError, match="--runtime static"):
         runtime_for(loaded(model, "static"), 100)
@@ -44,8 +44,9 @@ def test_a_sliding_window_model_runs_static_and_verbose_names_the_kernels():
     notes = []
     runtime = runtime_for(loaded(tiny_family_model("mistral")), 100, report=notes.append)
     assert isinstance(runtime, StaticRuntime)
-    assert notes[0].startswith("runtime: static")
-    assert "linear layers 15 Linear" in notes[1]  # 7 per layer and the head
+    assert "native runtime unavailable (a sliding window of 8 positions" in notes[0]
+    assert notes[1].startswith("runtime: static")
+    assert "linear layers 15 Linear" in notes[2]  # 7 per layer and the head
 
 
 def test_a_request_past_the_model_limit_reuses_the_runtime():

@@ -17,7 +17,7 @@ from transformers import (
 )
 
 from pld_cli.runtime import native_graphs
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.native_model import NativeUnsupported
 
