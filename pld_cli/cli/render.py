@@ -64,6 +64,8 @@ class Ui:
 
     def __init__(self, quiet: bool = False, live: bool = True, verbose: bool = False) -> None:
         self.console = Console(stderr=True, highlight=False)
+        if not self.console.is_terminal:  # a log file: tables whole, lines unwrapped
+            self.console.width = max(self.console.width, 160)
         self.quiet = quiet
         self.verbose = verbose
         self.show_live = live and not quiet and self.console.is_terminal
@@ -78,11 +80,11 @@ class Ui:
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"pld: {message}", markup=False)
+            self.console.print(f"pld: {message}", markup=False, soft_wrap=True)
 
     def error(self, message: str) -> None:
         """A failure the run goes on after (one of several files): shown even under -q."""
-        self.console.print(f"pld: error: {message}", markup=False)
+        self.console.print(f"pld: error: {message}", markup=False, soft_wrap=True)
 
     def detail(self, message: str) -> None:
         """A note shown only under --verbose."""
@@ -90,9 +92,10 @@ class Ui:
             self.note(message)
 
     @contextlib.contextmanager
-    def progress(self, message: str) -> Iterator[Callable[[str], None]]:
-        """A spinner on a terminal (or one line elsewhere) whose text the callee may update."""
-        if self.quiet:
+    def progress(self, message: str, quiet: bool = False) -> Iterator[Callable[[str], None]]:
+        """A spinner on a terminal (or one line elsewhere, unless quiet) whose text the callee
+        may update."""
+        if self.quiet or (quiet and not self.console.is_terminal):
             yield lambda _: None
         elif self.console.is_terminal:
             with self.console.status(message) as status:

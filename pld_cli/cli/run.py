@@ -85,7 +85,8 @@ def execute(request: Request, settings: Settings, display: Display) -> None:
         except PldError as exc:
             if not request.several:
                 raise
-            fail(ui, tally, f"{doc.label}: {exc}")
+            message = str(exc)
+            fail(ui, tally, message if message.startswith(doc.label) else f"{doc.label}: {message}")
             continue
         tally.done += 1
         tally.runs.append(stats)
@@ -152,7 +153,8 @@ class Worker:
             result = run(self.loaded, task, self.config, observe=observe)
         plain = None
         if self.display.compare:
-            with self.ui.progress("decoding again without drafting (--compare)"):
+            # One line per call of a long document would only repeat its "chunk" line.
+            with self.ui.progress("decoding again without drafting (--compare)", quiet=not whole):
                 plain = run(self.loaded, task, self.plain_config)
         return Part(0, 0, where, len(task.document), result, plain)
 

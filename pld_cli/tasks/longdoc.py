@@ -91,7 +91,7 @@ def summarize(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
         summaries = []
         for i, (start, end) in enumerate(spans, 1):
             chunk = dataclasses.replace(task, document=text[start:end].strip() + "\n")
-            where = f"chunk {i}/{len(spans)} of round {round_}"
+            where = f"chunk {i}/{len(spans)}" + (f" of round {round_}" if round_ > 1 else "")
             parts.append(numbered(decode(chunk, where), len(parts), round_))
             summaries.append(parts[-1].result.text.strip())
         joined = "\n\n".join(summaries) + "\n"
@@ -104,7 +104,7 @@ def summarize(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
 
 
 def final_label(round_: int) -> str:
-    return "the whole document" if round_ == 1 else f"the summaries (round {round_})"
+    return "the whole document" if round_ == 1 else f"the chunk summaries (round {round_})"
 
 
 def edit(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
