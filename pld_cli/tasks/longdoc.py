@@ -47,11 +47,19 @@ Decode = Callable[[Task, str], Part]  # (task, where) -> the call's Part (index/
 class Splitter:
     """Token counts and budgets of one model and decode config."""
 
-    def __init__(self, loaded: LoadedModel, max_new_tokens: int, chunk_tokens: int | None) -> None:
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        max_new_tokens: int,
+        chunk_tokens: int | None = None,
+        whole_rewrites: bool = True,
+    ) -> None:
         self.tokenizer = loaded.tokenizer
         self.context = context_limit(loaded.model)
         self.max_new_tokens = max_new_tokens
         self.chunk_tokens = chunk_tokens
+        # An edit's output must hold its whole piece; a bench measures speed, cut where it is.
+        self.whole_rewrites = whole_rewrites
 
     def count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -66,7 +74,7 @@ class Splitter:
         overhead = len(prompt_ids(self.tokenizer, dataclasses.replace(task, document="")))
         room = self.context - self.max_new_tokens - overhead - MARGIN
         limits = [room] + ([self.chunk_tokens] if self.chunk_tokens else [])
-        if task.kind == "edit":
+        if task.kind == "edit" and self.whole_rewrites:
             limits.append(self.max_new_tokens - self.max_new_tokens // REWRITE_ROOM)
         budget = min(limits)
         if budget < 1:
@@ -81,26 +89,35 @@ class Splitter:
 def summarize(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
     """Map-reduce until the text fits one call; the last part's text is the summary."""
     parts: list[Part] = []
-    text, round_ = task.document, 1
+    current, round_ = task, 1
     while True:
-        current = dataclasses.replace(task, document=text)
         if splitter.fits(current):
             parts.append(numbered(decode(current, final_label(round_)), len(parts), round_))
             return parts
-        spans = split_prose(text, splitter.budget(current), splitter.count)
         summaries = []
-        for i, (start, end) in enumerate(spans, 1):
-            chunk = dataclasses.replace(task, document=text[start:end].strip() + "\n")
-            where = f"chunk {i}/{len(spans)}" + (f" of round {round_}" if round_ > 1 else "")
+        for where, chunk in chunk_tasks(current, splitter, round_):
             parts.append(numbered(decode(chunk, where), len(parts), round_))
             summaries.append(parts[-1].result.text.strip())
         joined = "\n\n".join(summaries) + "\n"
-        if splitter.count(joined) >= splitter.count(text):
+        if splitter.count(joined) >= splitter.count(current.document):
             raise PldError(
                 f"the chunk summaries of round {round_} are no shorter than their text; "
                 "lower --max-new-tokens or raise --chunk-tokens"
             )
-        text, round_ = joined, round_ + 1
+        current, round_ = dataclasses.replace(task, document=joined), round_ + 1
+
+
+def chunk_tasks(task: Task, splitter: Splitter, round_: int = 1) -> list[tuple[str, Task]]:
+    """(where, task) of each chunk of a document too long for one summary call."""
+    text = task.document
+    spans = split_prose(text, splitter.budget(task), splitter.count)
+    return [
+        (
+            f"chunk {i}/{len(spans)}" + (f" of round {round_}" if round_ > 1 else ""),
+            dataclasses.replace(task, document=text[start:end].strip() + "\n"),
+        )
+        for i, (start, end) in enumerate(spans, 1)
+    ]
 
 
 def final_label(round_: int) -> str:
@@ -109,25 +126,45 @@ def final_label(round_: int) -> str:
 
 def edit(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
     """The edited file and its calls: one, or one per piece, stitched back in order."""
-    text = task.document
-    spans = [] if splitter.fits(task) else piece_spans(task, splitter)
-    if len(spans) < 2:  # fits, or no top-level boundary to cut at: one call as before
+    spans, pieces = piece_tasks(task, splitter)
+    if not pieces:
         part = numbered(decode(task, "the whole file"), 0, 1)
         return part.result.text, [part]
-    parts = []
-    for i, span in enumerate(spans):
-        piece = dataclasses.replace(
-            task, document=text[span[0] : span[1]], outline=outline(text, spans, i)
-        )
-        where = f"piece {i + 1}/{len(spans)} ({lines_of(text, span)})"
-        parts.append(numbered(decode(piece, where), i, 1))
-    return stitch(text, spans, [part.result.text for part in parts]), parts
+    parts = [numbered(decode(piece, where), i, 1) for i, (where, piece) in enumerate(pieces)]
+    return stitch(task.document, spans, [part.result.text for part in parts]), parts
 
 
-def piece_spans(task: Task, splitter: Splitter) -> list[Span]:
+def piece_tasks(task: Task, splitter: Splitter) -> tuple[list[Span], list[tuple[str, Task]]]:
+    """The spans and (where, task) of each piece of a file too long for one edit call; none
+    when it fits, or has no top-level boundary to cut at (then it is one call, as before)."""
+    if splitter.fits(task):
+        return [], []
+    text = task.document
     # The outline's size depends on the pieces only through its marker: budget with a sample.
-    sample = dataclasses.replace(task, outline=outline(task.document, [(0, len(task.document))], 0))
-    return split_blocks(task.document, splitter.budget(sample), splitter.count)
+    sample = dataclasses.replace(task, outline=outline(text, [(0, len(text))], 0))
+    spans = split_blocks(text, splitter.budget(sample), splitter.count)
+    if len(spans) < 2:
+        return [], []
+    pieces = [
+        (
+            f"piece {i + 1}/{len(spans)} ({lines_of(text, span)})",
+            dataclasses.replace(
+                task, document=text[span[0] : span[1]], outline=outline(text, spans, i)
+            ),
+        )
+        for i, span in enumerate(spans)
+    ]
+    return spans, pieces
+
+
+def first_round(task: Task, splitter: Splitter) -> list[tuple[str, Task]]:
+    """The calls a document starts with: itself when it fits, else its chunks or pieces. (The
+    bench runs these: later rounds' inputs depend on each method's output.)"""
+    if task.kind == "edit":
+        return piece_tasks(task, splitter)[1] or [("the whole file", task)]
+    if splitter.fits(task):
+        return [("the whole document", task)]
+    return chunk_tasks(task, splitter)
 
 
 def stitch(text: str, spans: list[Span], pieces: list[str]) -> str:
