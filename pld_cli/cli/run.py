@@ -150,7 +150,10 @@ class Worker:
         if not whole:
             self.ui.note(f"{self.doc.label}: {where}")
         with self.ui.live(None if whole else where) as observe:
-            result = run(self.loaded, task, self.config, observe=observe)
+            try:
+                result = run(self.loaded, task, self.config, observe=observe)
+            except PldError as exc:  # input too long: which part
+                raise PldError(str(exc) if whole else f"{where}: {exc}") from None
         plain = None
         if self.display.compare:
             # One line per call of a long document would only repeat its "chunk" line.
@@ -175,12 +178,13 @@ class Worker:
         patch = None
         if request.diff:
             patch = unified(doc.task.document, result.text, doc.label)
-            if not patch:
+            if not patch and not request.write:
                 self.ui.note(f"{doc.label}: no changes")
         if request.diff or destination is not None:
             check_complete(parts, destination or doc.label, self.config.max_new_tokens)
-        unchanged = request.write and result.text == doc.task.document
-        if destination is not None and not unchanged:
+        if request.write and result.text == doc.task.document:
+            self.ui.note(f"{doc.label}: no changes, not rewritten")
+        elif destination is not None:
             atomic_write(destination, result.text)
             self.ui.note(f"wrote {destination}")
         if self.display.json:

@@ -114,3 +114,20 @@ def test_an_unsplittable_line_is_an_error_with_its_position(pld, tiny, tmp_path)
     code, out, err = pld("summarize", path, *tiny, "--chunk-tokens", "100")
     assert code == 1 and out == ""
     assert "line 3, column 1" in errors(err)[0]
+
+
+@pytest.mark.slow
+def test_default_model_summarizes_three_contexts_exactly(pld, tmp_path, default_model):
+    samples = sorted(Path(__file__).parents[2].joinpath("samples", "summarize").glob("*.[mt][dx]*"))
+    parts, count = [], 0
+    while count < 3 * 8192:  # SmolLM2's context, three times over
+        sample = samples[len(parts) % len(samples)]
+        parts.append(f"# {sample.name} ({len(parts)})\n\n{sample.read_text()}\n")
+        count += len(default_model.tokenizer(parts[-1])["input_ids"])
+    path = tmp_path / "long.md"
+    path.write_text("".join(parts))
+    code, out, err = pld("summarize", str(path), "--max-new-tokens", "16", "--compare", "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert len([c for c in result["chunks"] if c["round"] == 1]) >= 3
+    assert all(chunk["identical"] for chunk in result["chunks"])
