@@ -65,17 +65,24 @@ class Splitter:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def fits(self, task: Task) -> bool:
+        """One call does: the prompt leaves room for --max-new-tokens, and the document is
+        within --chunk-tokens (and, for an edit, the tokens its rewrite may take)."""
         if len(prompt_ids(self.tokenizer, task)) + self.max_new_tokens > self.context:
             return False
-        return self.count(task.document) <= self.budget(task)
+        limits = self.limits(task)
+        return not limits or self.count(task.document) <= min(limits)
+
+    def limits(self, task: Task) -> list[int]:
+        limits = [self.chunk_tokens] if self.chunk_tokens else []
+        if task.kind == "edit" and self.whole_rewrites:
+            limits.append(self.max_new_tokens - self.max_new_tokens // REWRITE_ROOM)
+        return limits
 
     def budget(self, task: Task) -> int:
         """The most document tokens one call of this task takes."""
         overhead = len(prompt_ids(self.tokenizer, dataclasses.replace(task, document="")))
         room = self.context - self.max_new_tokens - overhead - MARGIN
-        limits = [room] + ([self.chunk_tokens] if self.chunk_tokens else [])
-        if task.kind == "edit" and self.whole_rewrites:
-            limits.append(self.max_new_tokens - self.max_new_tokens // REWRITE_ROOM)
+        limits = [room, *self.limits(task)]
         budget = min(limits)
         if budget < 1:
             raise PldError(
