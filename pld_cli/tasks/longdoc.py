@@ -12,6 +12,7 @@ Every call goes through `decode`, so each one is the same exact loop as a short 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections import Counter
 from collections.abc import Callable
@@ -20,12 +21,21 @@ from dataclasses import dataclass
 from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
 from pld_cli.runtime.base import context_limit
-from pld_cli.tasks.chunks import Span, lines_of, outline, split_blocks, split_prose
+from pld_cli.tasks.chunks import (
+    Count,
+    Span,
+    TooLong,
+    lines_of,
+    outline,
+    split_blocks,
+    split_prose,
+)
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import Result
 from pld_cli.tasks.prompts import Task, prompt_ids
 
 MARGIN = 16  # tokens kept free: a chunk's tokens counted alone may differ a little in the prompt
+BALANCE_SLACK = 110  # percent of an even share a chunk may take, to end on structure
 REWRITE_ROOM = 8  # an edit's piece may hold 7/8 of --max-new-tokens, so the rewrite can grow
 
 
@@ -117,7 +127,7 @@ def summarize(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
 def chunk_tasks(task: Task, splitter: Splitter, round_: int = 1) -> list[tuple[str, Task]]:
     """(where, task) of each chunk of a document too long for one summary call."""
     text = task.document
-    spans = split_prose(text, splitter.budget(task), splitter.count)
+    spans = balanced(text, splitter.budget(task), splitter.count)
     return [
         (
             f"chunk {i}/{len(spans)}" + (f" of round {round_}" if round_ > 1 else ""),
@@ -125,6 +135,20 @@ def chunk_tasks(task: Task, splitter: Splitter, round_: int = 1) -> list[tuple[s
         )
         for i, (start, end) in enumerate(spans, 1)
     ]
+
+
+def balanced(text: str, budget: int, count: Count) -> list[Span]:
+    """As many chunks as the budget needs, but of even sizes where the structure allows: a
+    pass costs more the longer its context, and packing greedily leaves a short last chunk."""
+    spans = split_prose(text, budget, count)
+    if len(spans) < 2:
+        return spans
+    even = -(-count(text) // len(spans)) * BALANCE_SLACK // 100
+    with contextlib.suppress(TooLong):
+        evened = split_prose(text, min(budget, even), count)
+        if len(evened) == len(spans):
+            return evened
+    return spans
 
 
 def final_label(round_: int) -> str:

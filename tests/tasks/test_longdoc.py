@@ -105,3 +105,9 @@ def test_a_short_edit_is_one_call(tokenizer):
 def test_no_room_for_the_document(tokenizer):
     with pytest.raises(PldError, match="input too long"):
         splitter(tokenizer, max_new_tokens=2040).budget(Task("summarize", LONG))
+
+
+def test_chunks_are_of_even_sizes(tokenizer):
+    cut = splitter(tokenizer, chunk_tokens=1300)  # greedy packing: 1289 tokens, then 283
+    sizes = [cut.count(t.document) for _, t in longdoc.chunk_tasks(Task("summarize", LONG), cut)]
+    assert len(sizes) == 2 and max(sizes) <= 1300 and min(sizes) > max(sizes) * 0.8
