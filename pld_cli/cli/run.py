@@ -79,7 +79,9 @@ def execute(request: Request, settings: Settings, display: Display) -> None:
         positions = min(longest + config.max_new_tokens, splitter.context)
         ready(loaded, positions, config, report=report, note=ui.detail)
     worker = Worker(loaded, settings, display, ui)
-    for doc in documents:
+    for number, doc in enumerate(documents, 1):
+        if request.several:
+            ui.note(f"{doc.label} ({number}/{len(documents)})")
         try:
             stats = worker.process(doc, request, splitter)
         except PldError as exc:
@@ -206,9 +208,9 @@ def check_complete(parts: list[Part], destination: Path | str, max_new_tokens: i
     part = longdoc.unfinished(parts)
     if part is None:
         return
-    which = f"{part.where} " if len(parts) > 1 else ""
+    which = f"of {part.where} " if len(parts) > 1 else ""
     raise PldError(
-        f"{destination} left untouched: generation of {which}stopped at {part.result.stats.stop} "
+        f"{destination} left untouched: generation {which}stopped at {part.result.stats.stop} "
         f"({part.result.stats.new_tokens} tokens) before the model finished; "
         f"raise --max-new-tokens (now {max_new_tokens})"
     )
