@@ -1,13 +1,13 @@
 """Documents longer than one call: summaries by map-reduce, edits in pieces stitched back.
 
 A document that fits (its prompt plus --max-new-tokens within the context, its text within
---chunk-tokens when given; for an edit, its text also within the tokens a rewrite may produce)
-is one call, exactly as before. Otherwise a summary is cut on the document's structure
-(chunks.split_prose), each chunk summarized on its own (PLD looks up in that chunk's prompt), the
-summaries joined and summarized again, recursively until the text fits one call. An edit is cut
-at top-level blocks (chunks.split_blocks); each piece is rewritten with the instruction and an
-outline of the whole file, and the pieces are stitched back between the untouched blank lines.
-Every call goes through `decode`, so each one is the same exact loop as a short document's.
+--chunk-tokens when given) is one call, exactly as before. Otherwise a summary is cut on the
+document's structure (chunks.split_prose), each chunk summarized on its own (PLD looks up in that
+chunk's prompt), the summaries joined and summarized again, recursively until the text fits one
+call. An edit is cut at top-level blocks (chunks.split_blocks) into pieces its rewrite fits; each
+is rewritten with the instruction and an outline of the whole file, and the pieces are stitched
+back between the untouched blank lines. Every call goes through `decode`, so each one is the same
+exact loop as a short document's.
 """
 
 from __future__ import annotations
@@ -75,24 +75,20 @@ class Splitter:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def fits(self, task: Task) -> bool:
-        """One call does: the prompt leaves room for --max-new-tokens, and the document is
-        within --chunk-tokens (and, for an edit, the tokens its rewrite may take)."""
+        """One call does, as before: the prompt leaves room for --max-new-tokens in the context
+        (and the document is within --chunk-tokens, when given)."""
         if len(prompt_ids(self.tokenizer, task)) + self.max_new_tokens > self.context:
             return False
-        limits = self.limits(task)
-        return not limits or self.count(task.document) <= min(limits)
-
-    def limits(self, task: Task) -> list[int]:
-        limits = [self.chunk_tokens] if self.chunk_tokens else []
-        if task.kind == "edit" and self.whole_rewrites:
-            limits.append(self.max_new_tokens - self.max_new_tokens // REWRITE_ROOM)
-        return limits
+        return not self.chunk_tokens or self.count(task.document) <= self.chunk_tokens
 
     def budget(self, task: Task) -> int:
-        """The most document tokens one call of this task takes."""
+        """The most document tokens one call of a cut document takes; for an edit's piece, also
+        no more than its rewrite can take (7/8 of --max-new-tokens, so it may grow)."""
         overhead = len(prompt_ids(self.tokenizer, dataclasses.replace(task, document="")))
-        room = self.context - self.max_new_tokens - overhead - MARGIN
-        limits = [room, *self.limits(task)]
+        limits = [self.context - self.max_new_tokens - overhead - MARGIN]
+        limits += [self.chunk_tokens] if self.chunk_tokens else []
+        if task.kind == "edit" and self.whole_rewrites:
+            limits.append(self.max_new_tokens - self.max_new_tokens // REWRITE_ROOM)
         budget = min(limits)
         if budget < 1:
             raise PldError(

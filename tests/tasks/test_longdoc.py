@@ -78,7 +78,7 @@ def test_a_long_edit_goes_in_pieces_with_an_outline(tokenizer):
     calls = []
     text, parts = longdoc.edit(
         Task("edit", CODE, "Add one.", "a.py"),
-        splitter(tokenizer, max_new_tokens=64),
+        splitter(tokenizer, max_new_tokens=64, chunk_tokens=200),
         scripted(lambda t: t.document.replace("return x", "return 1 + x"), calls),
     )
     assert len(parts) > 2
@@ -90,7 +90,7 @@ def test_a_long_edit_goes_in_pieces_with_an_outline(tokenizer):
 
 def test_a_piece_cut_short_is_named(tokenizer):
     _, parts = longdoc.edit(Task("edit", CODE, "Add one.", "a.py"),
-                            splitter(tokenizer, max_new_tokens=64),
+                            splitter(tokenizer, max_new_tokens=64, chunk_tokens=200),
                             scripted(lambda t: t.document, [], stop="max_new_tokens"))  # fmt: skip
     assert longdoc.unfinished(parts) is parts[0]
 
