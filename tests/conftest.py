@@ -79,3 +79,9 @@ def pld(monkeypatch, capsys):
         return exit_info.value.code, out, err
 
     return invoke
+
+
+@pytest.fixture
+def tiny(tiny_model_dir):
+    """Command-line arguments for a quick run on the tiny model."""
+    return ["-m", tiny_model_dir, "--max-new-tokens", "8"]

@@ -94,7 +94,7 @@ def bench(
         ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once
     total = len(chosen) * (1 + repeat * len(items))
     with bench_view.progress(total, settings.quiet) as advance:
-        report = run_bench(loaded, items, chosen, config, repeat, advance)
+        report = run_bench(loaded, items, chosen, config, repeat, advance, settings.chunk_tokens)
     results = json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n"
     if output is not None:
         atomic_write(output, results)

@@ -1,7 +1,8 @@
 """Benchmark corpora: folders with a manifest.jsonl of edit and summarize tasks, checked on load.
 
 Each manifest line is {"id", "task": "edit" | "summarize", "file" (relative to the manifest),
-"instruction" (edits only)}; any problem is a PldError naming the manifest line.
+"instruction" (edits only)}; any problem is a PldError naming the manifest line. An item too
+long for one call is benchmarked as the chunks or pieces it starts with (`expand`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from pld_cli.errors import PldError
 from pld_cli.files import read_document
+from pld_cli.tasks.longdoc import Splitter, first_round
 from pld_cli.tasks.prompts import Task
 
 
@@ -21,6 +23,7 @@ class Item:
     id: str
     corpus: str  # the corpus folder's name
     task: Task
+    part_of: str | None = None  # a chunk or piece of this long item (its id is 'item#k')
 
 
 def load_corpus(folder: Path, corpus: str | None = None) -> list[Item]:
@@ -79,3 +82,19 @@ def load_corpora(folders: Sequence[Path]) -> list[Item]:
             raise PldError(f"corpus {item.corpus}: item id {item.id!r} appears twice")
         seen.add((item.corpus, item.id))
     return items
+
+
+def expand(items: Sequence[Item], splitter: Splitter) -> list[Item]:
+    """Each item, or for a long one its chunks or pieces as items 'id#1', 'id#2', ..."""
+    out = []
+    for item in items:
+        try:
+            parts = first_round(item.task, splitter)
+        except PldError as exc:
+            raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
+        if len(parts) == 1:
+            out.append(item)
+            continue
+        out += [Item(f"{item.id}#{k}", item.corpus, task, item.id)
+                for k, (_, task) in enumerate(parts, 1)]  # fmt: skip
+    return out

@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pld_cli.bench.corpus import Item
+from pld_cli.bench.corpus import Item, expand
 from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, runner
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.core.stats import measured_speedup, predicted_speedup, ratio
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.base import context_limit
+from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import check_fits, ready
 from pld_cli.tasks.prompts import prompt_ids
@@ -124,6 +125,26 @@ class Report:
             }
         return out
 
+    def documents(self) -> dict[str, dict[str, dict]]:
+        """Per long item run in parts, per method: its parts' tokens and times together."""
+        out: dict[str, dict[str, dict]] = {}
+        for document in dict.fromkeys(r.item.part_of for r in self.items if r.item.part_of):
+            rows = [r for r in self.items if r.item.part_of == document]
+            key = f"{rows[0].item.corpus}/{document}"
+            out[key] = {
+                method: {
+                    "parts": len(rows),
+                    "new_tokens": sum(r.methods[method].run.new_tokens for r in rows),
+                    "decode_s": rounded(sum(r.methods[method].decode_s for r in rows), 6),
+                    "tokens_per_s": rounded(aggregate_rate([r.methods[method] for r in rows]), 2),
+                    "identical_parts": None
+                    if rows[0].methods[method].identical_to_greedy is None
+                    else sum(bool(r.methods[method].identical_to_greedy) for r in rows),
+                }
+                for method in rows[0].methods
+            }
+        return out
+
     def as_json(self) -> dict:
         """The `--json` object; these names are an interface."""
         return {
@@ -140,11 +161,13 @@ class Report:
                     "id": r.item.id,
                     "corpus": r.item.corpus,
                     "task": r.item.task.kind,
+                    "part_of": r.item.part_of,
                     "methods": {m: res.as_dict() for m, res in r.methods.items()},
                 }
                 for r in self.items
             ],
             "summary": self.summary(),
+            "documents": self.documents(),
         }
 
     def diverging(self, method: str = "pld") -> list[str]:
@@ -196,13 +219,18 @@ def run_bench(
     config: DecodeConfig,
     repeat: int = 1,
     progress: Progress = lambda _: None,
+    chunk_tokens: int | None = None,
 ) -> Report:
-    """Warm up, then for each item and repeat run each method in turn; medians over repeats."""
+    """Warm up, then for each item and repeat run each method in turn; medians over repeats.
+    An item too long for one call runs as its first round of chunks or pieces (longdoc.py)."""
     start = time.perf_counter()
     report = Report(
         loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
     )
     limit = context_limit(loaded.model)
+    items = expand(
+        items, Splitter(loaded, config.max_new_tokens, chunk_tokens, whole_rewrites=False)
+    )
     prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
     for item, ids in zip(items, prompts, strict=True):
         try:

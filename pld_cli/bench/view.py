@@ -128,6 +128,28 @@ def summary_table(report: Report) -> Table:
     return table
 
 
+def documents_table(report: Report) -> Table:
+    """Long items, run in parts: each part is a row of the items table; here, their totals."""
+    table = Table(title="pld bench: long documents, all parts", title_justify="left")
+    heads = ["document", "method", "parts", "new tok", "decode", "tok/s", "= greedy"]
+    for i, head in enumerate(heads):
+        table.add_column(head, justify="left" if i < 2 else "right")
+    for document, methods in report.documents().items():
+        for n, (method, d) in enumerate(methods.items()):
+            identical = d["identical_parts"]
+            table.add_row(
+                document if n == 0 else "",
+                method,
+                str(d["parts"]),
+                str(d["new_tokens"]),
+                f"{d['decode_s']:.2f} s",
+                cell(d["tokens_per_s"], ".1f"),
+                "-" if identical is None else f"{identical}/{d['parts']}",
+                end_section=n == len(methods) - 1,
+            )
+    return table
+
+
 def show(report: Report, to_stderr: bool) -> None:
     out = console(stderr=to_stderr)
     out.print(
@@ -139,6 +161,8 @@ def show(report: Report, to_stderr: bool) -> None:
         runtimes = ", ".join(f"{m}: {name}" for m, name in report.runtimes.items())
         out.print(f"runtimes: {runtimes}", markup=False)
     out.print(items_table(report))
+    if report.documents():
+        out.print(documents_table(report))
     out.print(summary_table(report))
 
 

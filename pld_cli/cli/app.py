@@ -53,39 +53,61 @@ def pld(
 @app.command()
 @with_options(max_new_tokens=2048)
 def edit(
-    file: Annotated[str, typer.Argument(help="The file to edit, or - for stdin.")],
+    files: Annotated[
+        list[str], typer.Argument(help="The files to edit (several with --write or --diff), or -.")
+    ],
     instruction: Annotated[str, typer.Option("-i", "--instruction", help="What to change.")],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the result to this file.")
     ] = None,
     write: Annotated[
-        bool, typer.Option("-w", "--write", help="Replace FILE with the result.")
+        bool, typer.Option("-w", "--write", help="Replace each FILE with its result.")
     ] = False,
+    diff: Annotated[
+        bool,
+        typer.Option(
+            "--diff",
+            help="Print a unified diff instead of the file (on stderr with "
+            "--write or -o, after the file is written).",
+        ),
+    ] = False,  # fmt: skip
     *,
     settings: Settings,
     display: Display,
 ) -> None:
-    """Rewrite FILE as the instruction asks; the whole updated file goes to stdout."""
+    """Rewrite each FILE as the instruction asks; the updated file (or its diff) goes to stdout.
+
+    A file too long for one pass is edited in pieces cut between top-level blocks and stitched
+    back; a file is replaced only when every piece finished.
+    """
+    several = len(files) > 1
     if write and output:
         raise PldError("--write and --output exclude each other", code=ExitStatus.USAGE)
-    if write and file == "-":
+    if write and "-" in files:
         raise PldError("--write needs a FILE, not stdin", code=ExitStatus.USAGE)
+    if several and "-" in files:
+        raise PldError("stdin (-) can only be the one input", code=ExitStatus.USAGE)
+    if several and output:
+        raise PldError("--output takes one FILE; use --write for several", code=ExitStatus.USAGE)
+    if several and not (write or diff or display.json):
+        raise PldError(
+            "several files to edit need --write, --diff or --json (their whole texts would run "
+            "together on stdout)",
+            code=ExitStatus.USAGE,
+        )
     if not instruction.strip():
         raise PldError("the instruction is empty", code=ExitStatus.USAGE)
-    from pld_cli.cli.run import execute
-    from pld_cli.files import read_document
-    from pld_cli.tasks.prompts import Task
+    from pld_cli.cli.run import Request, execute
 
-    text, name = read_document(file)
-    destination = Path(file) if write else output
-    execute(Task("edit", text, instruction.strip(), name), settings, display, destination)
+    request = Request("edit", list(files), instruction.strip(), output, write, diff)
+    execute(request, settings, display)
 
 
 @app.command()
 @with_options(max_new_tokens=512)
 def summarize(
-    file: Annotated[
-        str | None, typer.Argument(help="The document, or - / nothing for stdin.")
+    files: Annotated[
+        list[str] | None, typer.Argument(help="The documents, or - / nothing for stdin.")
     ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the summary here.")
@@ -94,13 +116,19 @@ def summarize(
     settings: Settings,
     display: Display,
 ) -> None:
-    """Summarize a document; the summary goes to stdout."""
-    from pld_cli.cli.run import execute
-    from pld_cli.files import read_document
-    from pld_cli.tasks.prompts import Task
+    """Summarize documents; each summary goes to stdout (after a `==> FILE <==` line if several).
 
-    text, name = read_document(file)
-    execute(Task("summarize", text, name=name), settings, display, output)
+    A document longer than the context (or --chunk-tokens) is cut on its headings, paragraphs
+    and sentences; the parts are summarized, then their summaries, until one call holds them.
+    """
+    files = files or [None]
+    if len(files) > 1 and (None in files or "-" in files):
+        raise PldError("stdin (-) can only be the one input", code=ExitStatus.USAGE)
+    if len(files) > 1 and output:
+        raise PldError("--output takes one document", code=ExitStatus.USAGE)
+    from pld_cli.cli.run import Request, execute
+
+    execute(Request("summarize", files, output=output), settings, display)
 
 
 app.command()(bench)

@@ -91,6 +91,12 @@ class Settings:
         option(panel=DECODING, help="adaptive: verify as many draft tokens as pay off under "
                "measured pass costs; fixed: always up to --num-draft."),
     ] = DraftMode(DecodeConfig.draft)  # fmt: skip
+    chunk_tokens: Annotated[
+        int | None,
+        option(min=1, panel=DECODING, show_default=False,
+               help="Cut documents longer than this many tokens into parts (long documents are "
+               "cut anyway where they exceed the context)."),
+    ] = None  # fmt: skip
     temperature: Annotated[float, option(min=0.0, panel=SAMPLING, help="0 decodes greedily.")] = (
         SamplingConfig.temperature
     )

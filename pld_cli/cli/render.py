@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 
 from rich.console import Console, Group
@@ -12,9 +13,11 @@ from rich.text import Text
 
 from pld_cli.core.decode import Pass
 from pld_cli.core.stats import Stats
+from pld_cli.tasks.longdoc import Part
 from pld_cli.tasks.pipeline import Observer, Result, Span
 
 COPIED_STYLE = "bold green"
+DIFF_STYLES = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
 
 
 def status_line(stats: Stats) -> str:
@@ -31,8 +34,9 @@ def status_line(stats: Stats) -> str:
 class LiveView:
     """The output as it is produced, copied spans highlighted, with a status line under it."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, label: str | None = None) -> None:
         self.console = console
+        self.label = label  # which part of a long document this is
         self.text = Text()
         self.live = Live(console=console, transient=True, auto_refresh=False)
 
@@ -50,6 +54,8 @@ class LiveView:
         height = max(self.console.size.height - 3, 1)
         lines = self.text.split("\n", allow_blank=True)[-height:]
         legend = Text.assemble(("copied", COPIED_STYLE), " / model · ", status_line(stats))
+        if self.label:
+            legend = Text.assemble((self.label, "bold"), " · ", legend)
         self.live.update(Group(Text("\n").join(lines), legend), refresh=True)
 
 
@@ -58,6 +64,8 @@ class Ui:
 
     def __init__(self, quiet: bool = False, live: bool = True, verbose: bool = False) -> None:
         self.console = Console(stderr=True, highlight=False)
+        if not self.console.is_terminal:  # a log file: tables whole, lines unwrapped
+            self.console.width = max(self.console.width, 160)
         self.quiet = quiet
         self.verbose = verbose
         self.show_live = live and not quiet and self.console.is_terminal
@@ -72,7 +80,11 @@ class Ui:
 
     def note(self, message: str) -> None:
         if not self.quiet:
-            self.console.print(f"pld: {message}", markup=False)
+            self.console.print(f"pld: {message}", markup=False, soft_wrap=True)
+
+    def error(self, message: str) -> None:
+        """A failure the run goes on after (one of several files): shown even under -q."""
+        self.console.print(f"pld: error: {message}", markup=False, soft_wrap=True)
 
     def detail(self, message: str) -> None:
         """A note shown only under --verbose."""
@@ -80,9 +92,10 @@ class Ui:
             self.note(message)
 
     @contextlib.contextmanager
-    def progress(self, message: str) -> Iterator[Callable[[str], None]]:
-        """A spinner on a terminal (or one line elsewhere) whose text the callee may update."""
-        if self.quiet:
+    def progress(self, message: str, quiet: bool = False) -> Iterator[Callable[[str], None]]:
+        """A spinner on a terminal (or one line elsewhere, unless quiet) whose text the callee
+        may update."""
+        if self.quiet or (quiet and not self.console.is_terminal):
             yield lambda _: None
         elif self.console.is_terminal:
             with self.console.status(message) as status:
@@ -92,12 +105,12 @@ class Ui:
             yield self.note
 
     @contextlib.contextmanager
-    def live(self) -> Iterator[Observer | None]:
+    def live(self, label: str | None = None) -> Iterator[Observer | None]:
         """The observer of a decode: the live view and, under --verbose, one line per pass."""
         observers = [self.pass_line] if self.verbose else []
         with contextlib.ExitStack() as stack:
             if self.show_live:
-                observers.append(stack.enter_context(LiveView(self.console)).update)
+                observers.append(stack.enter_context(LiveView(self.console, label)).update)
             yield fan_out(observers) if observers else None
 
     def pass_line(self, step: Pass, spans: list[Span], stats: Stats) -> None:
@@ -130,6 +143,36 @@ class Ui:
         for label, cell in rows:
             table.add_row(label, *(cell(stats) for stats in runs.values()))
         self.console.print(table)
+
+    def parts_table(self, parts: list[Part]) -> None:
+        """One row per call of a long document."""
+        compare = parts[0].plain is not None
+        table = Table(title="pld calls", title_justify="left")
+        columns = ["#", "round", "part", "chars", "prompt tok", "new tok", "tok/s", "copy rate",
+                   "stop"] + (["plain tok/s", "identical"] if compare else [])  # fmt: skip
+        for column in columns:
+            table.add_column(column, justify="left" if column == "part" else "right")
+        for part in parts:
+            stats = part.result.stats
+            row = [f"{part.index}", f"{part.round}", part.where, f"{part.chars}",
+                   f"{stats.prompt_tokens}", f"{stats.new_tokens}", f"{stats.tokens_per_s:.1f}",
+                   f"{stats.copy_rate:.1%}", stats.stop or "-"]  # fmt: skip
+            if part.plain is not None:
+                same = part.plain.token_ids == part.result.token_ids
+                row += [f"{part.plain.stats.tokens_per_s:.1f}", "yes" if same else "NO"]
+            table.add_row(*row)
+        self.console.print(table)
+
+    def diff(self, patch: str, to_stderr: bool) -> None:
+        """A unified diff, coloured on a terminal; elsewhere the exact bytes (tabs kept)."""
+        console = self.console if to_stderr else Console(highlight=False, soft_wrap=True)
+        if not console.is_terminal:
+            stream = sys.stderr if to_stderr else sys.stdout
+            stream.write(patch)
+            return
+        for line in patch.splitlines():
+            style = next((s for prefix, s in DIFF_STYLES.items() if line.startswith(prefix)), None)
+            console.print(Text(line, style=style or ""), soft_wrap=True)
 
     def comparison(self, pld: Result, plain: Result) -> None:
         speedup = pld.speedup_over(plain)

@@ -2,8 +2,9 @@
 
 A template holds a system message, a user message and optionally the start of the answer (which
 pld writes for the model), separated by lines `---`, with {document}, {instruction} and {name}
-placeholders. Edits ask for the whole updated file; when the model wraps it
-in a code fence, the fence (and any remark after it) is stripped.
+placeholders ({outline} too, in edit_part.txt: one part of a long file and a map of the whole).
+Edits ask for the whole updated file; when the model wraps it in a code fence, the fence (and any
+remark after it) is stripped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 SEPARATOR = "\n---\n"
-PLACEHOLDER = re.compile(r"\{(document|instruction|name)\}")
+PLACEHOLDER = re.compile(r"\{(document|instruction|name|outline)\}")
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,11 @@ class Task:
     document: str
     instruction: str = ""
     name: str = "input"  # the file's name, shown to the model
+    outline: str = ""  # for one part of a long file: a map of the whole file
+
+    @property
+    def template(self) -> str:
+        return f"{self.kind}_part" if self.outline else self.kind
 
 
 def template(kind: str) -> tuple[str, str, str]:
@@ -36,8 +42,9 @@ def template(kind: str) -> tuple[str, str, str]:
 
 
 def messages(task: Task) -> list[dict[str, str]]:
-    system, user, _ = template(task.kind)
+    system, user, _ = template(task.template)
     fields = {
+        "outline": task.outline,
         "document": task.document.rstrip("\n"),
         "instruction": task.instruction,
         "name": task.name,
@@ -50,7 +57,7 @@ def messages(task: Task) -> list[dict[str, str]]:
 def prompt_ids(tokenizer, task: Task) -> list[int]:
     """The chat (or, for a model without a chat template, plain text) ending in the answer start."""
     chat = messages(task)
-    answer_start = template(task.kind)[2]
+    answer_start = template(task.template)[2]
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         return list(tokenizer(text + answer_start, add_special_tokens=False)["input_ids"])
@@ -60,7 +67,7 @@ def prompt_ids(tokenizer, task: Task) -> list[int]:
 
 def finish(task: Task, text: str) -> str:
     """The result to hand the user: for an edit, the file as it should be saved."""
-    text = template(task.kind)[2] + text
+    text = template(task.template)[2] + text
     if task.kind != "edit":
         return text.strip() + "\n"
     body = strip_fence(text)

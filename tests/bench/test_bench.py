@@ -75,7 +75,8 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--check", "--repeat", "2")
     assert (code, err) == (0, "")
     assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "sampling",
-                         "wall_s", "runtimes", "items", "summary"}  # fmt: skip
+                         "wall_s", "runtimes", "items", "summary", "documents"}  # fmt: skip
+    assert data["documents"] == {}  # no item was too long for one call
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu", "float32", 2, 12
     )  # fmt: skip
@@ -256,3 +257,22 @@ def test_transformers_passes_are_counted_like_pld_passes(tiny_model_dir, corpus,
         hf, greedy = item["methods"]["hf-greedy"], item["methods"]["greedy"]
         assert hf["passes"] == hf["new_tokens"] == greedy["passes"]  # one pass per token
         assert hf["accepted_tokens"] == 0
+
+
+def test_a_long_document_is_reported_per_chunk_and_in_total(tiny_model_dir, tmp_path, capsys):
+    long_text = "".join(f"## Part {n}\n\n" + "Revenue rose and costs fell. " * 30 + "\n\n"
+                        for n in range(4))  # fmt: skip
+    folder = write_corpus(tmp_path / "long", [{"id": "big", "task": "summarize", "file": "b.md"}],
+                          {"b.md": long_text})  # fmt: skip
+    code, data, _ = bench_json(tiny_model_dir, folder, capsys, "--methods", "greedy,pld",
+                               "--chunk-tokens", "250")  # fmt: skip
+    assert code == 0
+    ids = [item["id"] for item in data["items"]]
+    assert len(ids) >= 2 and ids[0] == "big#1"
+    assert {item["part_of"] for item in data["items"]} == {"big"}
+    total = data["documents"]["long/big"]["pld"]
+    assert total["parts"] == len(ids) and total["identical_parts"] == len(ids)
+    assert total["new_tokens"] == sum(i["methods"]["pld"]["new_tokens"] for i in data["items"])
+    code, out, _ = pld(["bench", str(folder), "-m", tiny_model_dir, "--max-new-tokens", "4",
+                        "--methods", "greedy,pld", "--chunk-tokens", "250"], capsys)  # fmt: skip
+    assert code == 0 and "long documents, all parts" in out

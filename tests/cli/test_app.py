@@ -9,11 +9,6 @@ import pytest
 DOC = "The quarterly report shows revenue of 4.2 million, up 12 percent.\n" * 3
 
 
-@pytest.fixture
-def tiny(tiny_model_dir):
-    return ["-m", tiny_model_dir, "--max-new-tokens", "8"]
-
-
 def test_stdin_to_stdout(pld, tiny):
     code, out, err = pld("summarize", *tiny, "-q", stdin=DOC.encode())
     assert code == 0
