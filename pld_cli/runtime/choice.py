@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from pld_cli.errors import PldError
 from pld_cli.runtime.base import Runtime, context_limit
-from pld_cli.runtime.cpu_kernels import CpuKernels
+from pld_cli.runtime.cpu_kernels import KernelPaths
 from pld_cli.runtime.cuda_graphs import capture
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime, NativeUnsupported
@@ -41,8 +41,8 @@ def runtime_for(
         current = loaded.runtimes[kind] = open_runtime(loaded, kind, capacity, report)
         report(f"runtime: {current.name}, room for {current.context_limit} positions")
         kernels = getattr(current, "kernels", None)
-        if isinstance(kernels, CpuKernels):
-            report(kernels.describe())
+        if isinstance(kernels, KernelPaths) and kernels.kernels is not None:
+            report(kernels.kernels.describe() + " (where the calibration measures them faster)")
     return current
 
 

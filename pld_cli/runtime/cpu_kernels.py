@@ -14,8 +14,11 @@ this project's 2-core machine, SmolLM2-135M at 1,024 tokens of context): a 2-pos
   match, keeps it on the fused kernel with no copies (transformers does this for one position).
 
 `CpuKernels(model)` switches both on for the passes run inside `with`; prefills (many rows) and
-models or arguments these do not cover take the stock path. pld's runtimes use them on a CPU; the
-peers in `pld bench` (transformers' own `generate`) run as shipped.
+models or arguments these do not cover take the stock path. Whether they win depends on the CPU
+(on one of this project's machines they made a 1-position pass 2x slower than stock), so the
+static and dynamic runtimes offer them as a kernel path (`KernelPaths`): the pass-cost calibration
+times both paths per pass size on the machine at hand and each size runs the faster one. The peers
+in `pld bench` (transformers' own `generate`) run as shipped.
 """
 
 from __future__ import annotations
@@ -98,13 +101,24 @@ def additive_sdpa_mask(*args, dtype: torch.dtype = torch.float32, **kwargs) -> t
     return None if mask is None else additive(mask, dtype)
 
 
-def kernels_suffix(device: torch.device) -> str:
-    """What a runtime's name adds when its passes use these kernels."""
-    return "+cpu-kernels" if device.type == "cpu" else ""
+class KernelPaths:
+    """The stock path or the CPU kernels, per pass size, as the calibration measured them
+    (`costs.measure` times each of `paths` and calls `choose`). Until then, and for prefills and
+    sizes past the measured ones, passes take the stock path."""
 
+    def __init__(self, model: PreTrainedModel, device: torch.device) -> None:
+        self.kernels = CpuKernels(model) if device.type == "cpu" else None
+        self.paths = ("stock", "cpu-kernels") if self.kernels else ()
+        self.choice: dict[int, str] = {}  # measured pass size -> path
 
-def cpu_kernels(model: PreTrainedModel, device: torch.device) -> CpuKernels | nullcontext:
-    return CpuKernels(model) if device.type == "cpu" else nullcontext()
+    def choose(self, choice: dict[int, str]) -> None:
+        """Run passes of each measured size (and the sizes just below it) on the given path."""
+        self.choice = dict(choice)
+
+    def for_pass(self, q: int) -> CpuKernels | nullcontext:
+        size = min((s for s in self.choice if s >= q), default=None)
+        faster = size is not None and self.choice[size] == "cpu-kernels"
+        return self.kernels if faster else nullcontext()
 
 
 class CpuKernels:

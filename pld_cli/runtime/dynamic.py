@@ -19,7 +19,7 @@ from transformers import DynamicCache, PreTrainedModel
 from pld_cli.errors import PldError
 from pld_cli.runtime import compat
 from pld_cli.runtime.base import context_limit
-from pld_cli.runtime.cpu_kernels import cpu_kernels, kernels_suffix
+from pld_cli.runtime.cpu_kernels import KernelPaths
 
 
 @dataclass
@@ -35,8 +35,10 @@ class DynamicRuntime:
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
         self.device = model.get_input_embeddings().weight.device
-        self.kernels = cpu_kernels(model, self.device)
-        self.name = "dynamic" + kernels_suffix(self.device)
+        self.kernels = KernelPaths(model, self.device)
+        self.paths = self.kernels.paths  # timed per pass size by the calibration (costs.py)
+        self.choose = self.kernels.choose
+        self.name = "dynamic"
         self.context_limit = context_limit(model)
         self.cache_arg = compat.cache_argument(model)
         self.refusal: str | None = None  # why drafting cannot be exact, if it cannot
@@ -80,7 +82,7 @@ class DynamicRuntime:
 
     def run(self, ids: Sequence[int], **kwargs):
         x = torch.tensor([list(ids)], device=self.device)  # [1, q]
-        with self.kernels:
+        with self.kernels.for_pass(len(ids)):
             out = self.model(input_ids=x, use_cache=True, **{self.cache_arg: self.cache}, **kwargs)
         self._length += len(ids)
         return out

@@ -18,7 +18,7 @@ from transformers import PreTrainedModel
 
 from pld_cli.runtime import compat
 from pld_cli.runtime.base import context_limit
-from pld_cli.runtime.cpu_kernels import cpu_kernels, kernels_suffix
+from pld_cli.runtime.cpu_kernels import KernelPaths
 
 # This model or setting cannot use the static runtime; the message says why.
 StaticUnsupported = compat.Unsupported
@@ -35,7 +35,9 @@ class StaticRuntime:
         self.cache = compat.plain_static_cache(model, self.context_limit + PADDING)
         if self.device.type == "cpu":
             compat.trim_attention(self.cache)
-        self.kernels = cpu_kernels(model, self.device)
+        self.kernels = KernelPaths(model, self.device)
+        self.paths = self.kernels.paths  # timed per pass size by the calibration (costs.py)
+        self.choose = self.kernels.choose
         self.cache_arg = compat.cache_argument(model)
         # Older transformers place writes at an explicit `cache_position`; newer ones keep the
         # write position in each layer (a device tensor), which a rollback moves back.
@@ -49,7 +51,7 @@ class StaticRuntime:
 
     @property
     def name(self) -> str:
-        return "static+cuda-graphs" if self.graphs else "static" + kernels_suffix(self.device)
+        return "static+cuda-graphs" if self.graphs else "static"
 
     def model_inputs(
         self, ids: torch.Tensor, start: int | torch.Tensor, positions: torch.Tensor | None = None
@@ -69,8 +71,7 @@ class StaticRuntime:
         self._length = 0
         if ids:
             x = torch.tensor([list(ids)], device=self.device)  # [1, P]
-            with self.kernels:
-                self.model(**self.model_inputs(x, 0), use_cache=True, logits_to_keep=1)
+            self.model(**self.model_inputs(x, 0), use_cache=True, logits_to_keep=1)
             self._length = len(ids)
             if self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)
@@ -84,7 +85,7 @@ class StaticRuntime:
             logits = self.graphs.replay(ids, self._length)
         else:
             x = torch.tensor([list(ids)], device=self.device)  # [1, q]
-            with self.kernels:
+            with self.kernels.for_pass(len(ids)):
                 inputs = self.model_inputs(x, self._length)
                 logits = self.model(**inputs, use_cache=True).logits[0]
         self._length += len(ids)

@@ -242,8 +242,8 @@ def test_methods_on_another_runtime_run_side_by_side(tiny_model_dir, corpus, cap
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", methods, "--check")
     assert (code, err) == (0, "")
     assert data["runtimes"] == {"greedy": "native", "pld": "native",
-                                "greedy@dynamic": "dynamic+cpu-kernels",
-                                "pld@dynamic": "dynamic+cpu-kernels"}  # fmt: skip
+                                "greedy@dynamic": "dynamic",
+                                "pld@dynamic": "dynamic"}  # fmt: skip
     for item in data["items"]:
         assert all(m["identical_to_greedy"] for m in item["methods"].values())
     code, _, err = pld(["bench", str(corpus), "--methods", "greedy,hf-pld@static"], capsys)

@@ -1,10 +1,14 @@
+from contextlib import nullcontext
+
 import pytest
 import torch
+from conftest import tiny_llama
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.pytorch_utils import Conv1D
 
+import pld_cli.runtime.costs as costs
 from pld_cli.runtime.cpu_kernels import CpuKernels, grouped_attention, small_linear
 from pld_cli.runtime.dynamic import DynamicRuntime
 
@@ -108,3 +112,16 @@ def test_conv1d_and_plain_subclasses_are_patched_and_others_named():
         torch.testing.assert_close(model(x), stock)
     assert "1 Conv1D, 1 Linear" in kernels.describe()
     assert "left as shipped: 1 OwnForward" in kernels.describe()
+
+
+def test_the_kernels_run_only_for_the_sizes_the_calibration_chose(tmp_path):
+    runtime = DynamicRuntime(tiny_llama(0))
+    assert runtime.paths == ("stock", "cpu-kernels")
+    assert isinstance(runtime.kernels.for_pass(2), nullcontext)  # not yet measured: stock
+    runtime.choose({1: "stock", 4: "cpu-kernels"})
+    assert isinstance(runtime.kernels.for_pass(1), nullcontext)
+    assert isinstance(runtime.kernels.for_pass(3), CpuKernels)  # sizes below 4 follow 4
+    assert isinstance(runtime.kernels.for_pass(40), nullcontext)  # past the measured ones
+    costs.pass_costs(runtime, 64, "tiny|cpu|dynamic", tmp_path / "costs.json", 11)
+    assert set(runtime.kernels.choice) == set(costs.MEASURED_SIZES)
+    assert set(runtime.kernels.choice.values()) <= set(runtime.paths)
