@@ -1,0 +1,40 @@
+"""pld's decode loop equals transformers' own greedy `generate()`, drafting on, for families whose
+caches need more than cropping: sliding windows (passed long before the end), conv and recurrent
+state. Drafts are both accepted and rejected, so rollbacks happen past the window."""
+
+import pytest
+import torch
+from families import tiny_family_model
+from test_exactness import repetitive_prompt
+
+from pld_cli.core.decode import DecodeConfig, Pass, generate
+from pld_cli.core.stats import Stats
+from pld_cli.errors import PldError
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.static import StaticRuntime
+
+NEW = 30
+
+
+@pytest.mark.parametrize(
+    "family,runtime",
+    [("mistral", "static"), ("gemma3", "dynamic"), ("gpt_oss", "static"), ("lfm2", "dynamic"),
+     ("qwen3_next", "dynamic")],
+)  # fmt: skip
+def test_pld_equals_transformers_generate(family, runtime):
+    model = tiny_family_model(family)
+    prompt = repetitive_prompt(0)[:40]
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW, do_sample=False)
+    expected = out[0, len(prompt) :].tolist()
+    try:
+        cache = DynamicRuntime(model) if runtime == "dynamic" else StaticRuntime(model, 128)
+    except PldError as why:  # older transformers: no cache layers for conv/recurrent state
+        pytest.skip(str(why))
+    stats, tokens = Stats(), []
+    for event in generate(cache, prompt, {2}, DecodeConfig(max_new_tokens=NEW, draft="fixed")):
+        stats.add(event)
+        if isinstance(event, Pass):
+            tokens.extend(event.emitted)
+    assert tokens == expected
+    assert stats.accepted_tokens < stats.drafted_tokens  # rejections, after the window of 8
