@@ -29,18 +29,28 @@ LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                 "rope_theta": 500000.0}  # fmt: skip
 LLAMA32_ROPE = LLAMA31_ROPE | {"factor": 32.0}
 
+
+def rope(parameters: dict) -> dict:
+    """Config arguments for a rope setting: `rope_parameters` (transformers 5), or `rope_scaling`
+    beside `rope_theta` (4.x, which would ignore `rope_parameters` and test the default rope)."""
+    if "rope_parameters" in LlamaConfig().to_dict():
+        return {"rope_parameters": parameters}
+    scaling = {k: v for k, v in parameters.items() if k != "rope_theta"}
+    return {"rope_scaling": scaling, "rope_theta": parameters["rope_theta"]}
+
+
 # The real checkpoints' settings, on tiny random weights.
 FAMILIES = {
     "smollm2": lambda: LlamaForCausalLM(LlamaConfig(**SHAPE, tie_word_embeddings=True)),
     "llama-3.1": lambda: LlamaForCausalLM(
-        LlamaConfig(**SHAPE, rope_parameters=LLAMA31_ROPE, tie_word_embeddings=False)
+        LlamaConfig(**SHAPE, **rope(LLAMA31_ROPE), tie_word_embeddings=False)
     ),
     "llama-3.2": lambda: LlamaForCausalLM(
-        LlamaConfig(**SHAPE, rope_parameters=LLAMA32_ROPE, tie_word_embeddings=True)
+        LlamaConfig(**SHAPE, **rope(LLAMA32_ROPE), tie_word_embeddings=True)
     ),
     "llama-2-linear": lambda: LlamaForCausalLM(
         LlamaConfig(
-            **SHAPE, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+            **SHAPE, **rope({"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})
         )  # fmt: skip
     ),
     "mistral": lambda: MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=None)),
@@ -127,8 +137,8 @@ def small(config_class, **changes):
     [
         (lambda: GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2)), "not a covered"),
         (lambda: MistralForCausalLM(small(MistralConfig, sliding_window=64)), "sliding window"),
-        (lambda: LlamaForCausalLM(small(LlamaConfig, rope_parameters={
-            "rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4})), "rope type"),
+        (lambda: LlamaForCausalLM(small(LlamaConfig, **rope({
+            "rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4}))), "rope type"),
         (lambda: LlamaForCausalLM(small(LlamaConfig, hidden_act="gelu")), "activation"),
     ],
 )  # fmt: skip
