@@ -1,11 +1,16 @@
-"""Shared fixtures: tiny random Llamas built from a config, and the real default model."""
+"""Shared fixtures: tiny random Llamas built from a config, the real default model, and `pld`
+(the command line run in-process: exit status, stdout, stderr)."""
 
 from __future__ import annotations
+
+import io
+import sys
 
 import pytest
 import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
+from pld_cli.cli.app import main
 from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model, locate
 
 
@@ -52,3 +57,30 @@ def tiny_model_dir(tmp_path_factory) -> str:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+class Stdin(io.TextIOWrapper):
+    def __init__(self, data: bytes, tty: bool = False) -> None:
+        super().__init__(io.BytesIO(data), encoding="utf-8")
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.fixture
+def pld(monkeypatch, capsys):
+    def invoke(*args: str, stdin: bytes | None = None, tty: bool = False):
+        monkeypatch.setattr(sys, "argv", ["pld", *args])
+        monkeypatch.setattr(sys, "stdin", Stdin(stdin or b"", tty=stdin is None or tty))
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        out, err = capsys.readouterr()
+        return exit_info.value.code, out, err
+
+    return invoke
+
+
+@pytest.fixture
+def tiny(tiny_model_dir):
+    return ["-m", tiny_model_dir, "--max-new-tokens", "8"]
