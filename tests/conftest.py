@@ -1,5 +1,5 @@
-"""Shared fixtures: tiny random Llamas built from a config, the real default model, and `pld`
-(the command line run in-process: exit status, stdout, stderr)."""
+"""Shared fixtures: tiny random Llamas built from a config, the real default model, and the
+command line run in-process (`pld(*args, stdin=...)` -> (code, out, err))."""
 
 from __future__ import annotations
 
@@ -83,4 +83,5 @@ def pld(monkeypatch, capsys):
 
 @pytest.fixture
 def tiny(tiny_model_dir):
+    """Command-line arguments for a quick run on the tiny model."""
     return ["-m", tiny_model_dir, "--max-new-tokens", "8"]

@@ -9,13 +9,18 @@ from conftest import tiny_llama
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.pipeline import decode_ids, run, task_ids
 from pld_cli.tasks.prompts import Task
 
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]  # t(11) = 2 t(1)
-RUNTIMES = {"dynamic": DynamicRuntime, "static": lambda model: StaticRuntime(model, 256)}
+RUNTIMES = {
+    "dynamic": DynamicRuntime,
+    "static": lambda model: StaticRuntime(model, 256),
+    "native": lambda model: NativeRuntime(model, 256),
+}
 
 
 def decode(model, prompt, config, costs=None, runtime="dynamic"):
@@ -112,3 +117,6 @@ def test_default_model_same_output_on_every_runtime(default_model):
     plain = dataclasses.replace(config, use_pld=False)
     dynamic_plain, _ = decode_ids(default_model, ids, plain, runtime_kind="dynamic")
     assert static_pld == dynamic_plain
+    native_pld, _ = decode_ids(default_model, ids, config, runtime_kind="native")
+    native_plain, _ = decode_ids(default_model, ids, plain, runtime_kind="native")
+    assert native_pld == native_plain == dynamic_plain

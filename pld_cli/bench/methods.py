@@ -141,7 +141,7 @@ RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {
     "hf-pld": functools.partial(run_hf_generate, lookup=HF_LOOKUP_TOKENS),
     "hf-greedy": run_hf_generate,
 }
-RUNTIME_SUFFIXES = ("static", "dynamic")
+RUNTIME_SUFFIXES = ("native", "static", "dynamic")
 
 
 def runner(method: str) -> Runner | None:

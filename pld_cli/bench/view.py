@@ -1,7 +1,7 @@
 """Showing a benchmark: a progress bar while it runs, rich tables, and the speedup-vs-f plot.
 
 The plot sets each item's measured speedup against its copy rate f, over the curve
-1 / (f/L + (1 - f)) that the seed's formula predicts for each corpus's mean accepted run L.
+1 / (f/L + (1 - f)) that the PLD speedup formula predicts for each corpus's mean accepted run L.
 """
 
 from __future__ import annotations

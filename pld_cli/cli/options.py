@@ -34,6 +34,7 @@ class Dtype(str, Enum):
 
 class RuntimeKind(str, Enum):
     AUTO = "auto"
+    NATIVE = "native"
     STATIC = "static"
     DYNAMIC = "dynamic"
 
@@ -63,8 +64,10 @@ class Settings:
     ] = Dtype.AUTO
     runtime: Annotated[
         RuntimeKind,
-        option(panel=MODEL, help="static preallocates the KV cache (CUDA graphs on CUDA); "
-               "dynamic grows transformers' cache; auto takes static where the model allows."),
+        option(panel=MODEL, help="native: pld's own Llama-family forward; static: transformers' "
+               "forward on a preallocated KV cache (CUDA graphs on CUDA); dynamic: transformers' "
+               "growing cache; auto: native on a CPU where the model is covered, else static "
+               "where the model allows, else dynamic."),
     ] = RuntimeKind.AUTO  # fmt: skip
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")

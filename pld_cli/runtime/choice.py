@@ -1,9 +1,11 @@
-"""Choosing a runtime: the static cache (CUDA graphs on CUDA) where the model allows, else dynamic.
+"""Choosing a runtime: native where the model is covered, else the static cache, else dynamic.
 
-`--runtime auto` takes the static runtime when transformers can build a static cache for the model
-and falls back to the dynamic one with a note; on CUDA it also captures graphs, and runs the static
-runtime eagerly when a capture fails. One runtime per kind is kept with the loaded model and reused
-while its cache is large enough, so graphs are captured once per process.
+`--runtime auto` takes pld's own forward (`native.py`) on a CPU when it covers the model, else the
+static runtime when transformers can build a static cache for the model, else the dynamic one, with
+a note at each fallback. On CUDA it takes the static runtime with graphs (the native runtime's
+graphs, `--runtime native`, are not yet measured on a GPU); either runs eagerly when a capture
+fails. One runtime per kind is kept with the loaded model and reused while its cache is large
+enough, so graphs are captured once per process.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import DynamicRuntime, Runtime, context_limit
+from pld_cli.runtime.base import Runtime, context_limit
+from pld_cli.runtime.cpu_kernels import CpuKernels
 from pld_cli.runtime.cuda_graphs import capture
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime, NativeUnsupported
+from pld_cli.runtime.native_graphs import capture as capture_native
 from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
 from pld_cli.tasks.models import LoadedModel
 
-KINDS = ("auto", "static", "dynamic")
+KINDS = ("auto", "native", "static", "dynamic")
 CAPACITY_STEP = 512  # static caches grow in steps, so a bench reuses one across its items
 
 Report = Callable[[str], None]
@@ -34,12 +40,26 @@ def runtime_for(
         capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP
         current = loaded.runtimes[kind] = open_runtime(loaded, kind, capacity, report)
         report(f"runtime: {current.name}, room for {current.context_limit} positions")
+        kernels = getattr(current, "kernels", None)
+        if isinstance(kernels, CpuKernels):
+            report(kernels.describe())
     return current
 
 
 def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) -> Runtime:
     if kind == "dynamic":
         return DynamicRuntime(loaded.model)
+    if kind == "native" or (kind == "auto" and loaded.device == "cpu"):
+        try:
+            native = NativeRuntime(loaded.model, capacity)
+        except NativeUnsupported as why:
+            if kind == "native":
+                raise PldError(f"--runtime native: {why}") from None
+            report(f"native runtime unavailable ({why}); trying the static one")
+        else:
+            if native.device.type == "cuda":
+                attach_cuda_graphs(native, report, capture_native)
+            return native
     try:
         runtime = StaticRuntime(loaded.model, capacity)
     except StaticUnsupported as why:
@@ -52,10 +72,12 @@ def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) 
     return runtime
 
 
-def attach_cuda_graphs(runtime: StaticRuntime, report: Report) -> None:
+def attach_cuda_graphs(
+    runtime: StaticRuntime | NativeRuntime, report: Report, capture_graphs: Callable = capture
+) -> None:
     runtime.prefill([0])  # the graphs read the cache tensors a first pass allocates
     try:
-        runtime.graphs = capture(runtime)
-    except Exception as why:  # noqa: BLE001 - any failure leaves the eager static runtime
-        report(f"CUDA graphs off ({why}); the static runtime runs eagerly")
+        runtime.graphs = capture_graphs(runtime)
+    except Exception as why:  # noqa: BLE001 - any failure leaves the eager runtime
+        report(f"CUDA graphs off ({why}); the {runtime.name} runtime runs eagerly")
     runtime.prefill([])

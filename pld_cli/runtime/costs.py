@@ -27,26 +27,46 @@ REPEATS = 5
 CALIBRATION_POSITIONS = CONTEXT + max(MEASURED_SIZES) + 1  # the room a calibration needs
 
 
-def measure(runtime: Runtime, vocab_size: int) -> dict[int, float]:
-    """Median seconds of a pass over q positions for each measured q, sizes interleaved."""
+def measure(runtime: Runtime, vocab_size: int) -> tuple[dict[int, float], dict[int, str]]:
+    """Median seconds of a pass over q positions for each measured q, sizes interleaved.
+
+    A runtime with several kernel paths (`paths`, `choose(choice)`) has each path timed per q, side
+    by side in one process, and runs the fastest from then on: returns the costs of the chosen
+    paths and the choice {q: path} ({} for a runtime with one path)."""
+    paths = tuple(getattr(runtime, "paths", ())) or (None,)
     generator = torch.Generator().manual_seed(0)
     context = min(CONTEXT, runtime.context_limit - max(MEASURED_SIZES) - 1)
     runtime.prefill(torch.randint(0, vocab_size, (context,), generator=generator).tolist())
-    samples: dict[int, list[float]] = {q: [] for q in MEASURED_SIZES}
+    samples: dict[tuple[int, str | None], list[float]] = {
+        (q, path): [] for q in MEASURED_SIZES for path in paths
+    }
     for _ in range(REPEATS + 1):  # the first round warms up
         for q in MEASURED_SIZES:
             ids = torch.randint(0, vocab_size, (q,), generator=generator).tolist()
-            start = time.perf_counter()
-            runtime.forward(ids).argmax(-1).tolist()  # the read-back syncs, as in a real pass
-            samples[q].append(time.perf_counter() - start)
-            runtime.rollback(context)
-    return {q: statistics.median(times[1:]) for q, times in samples.items()}
+            for path in paths:
+                if path is not None:
+                    runtime.choose({q: path})
+                start = time.perf_counter()
+                runtime.forward(ids).argmax(-1).tolist()  # the read-back syncs, as in a real pass
+                samples[q, path].append(time.perf_counter() - start)
+                runtime.rollback(context)
+    medians = {size: statistics.median(times[1:]) for size, times in samples.items()}
+    best = {q: min(paths, key=lambda path: medians[q, path]) for q in MEASURED_SIZES}
+    choice = {q: path for q, path in best.items() if path is not None}
+    if choice:
+        runtime.choose(choice)
+    return {q: medians[q, path] for q, path in best.items()}, choice
 
 
 def interpolate(measured: dict[int, float], max_q: int) -> list[float]:
     """costs[q] for q = 0..max_q: piecewise linear through the measurements (extended along the
-    last segment past the largest), never decreasing."""
+    last segment past the largest), never decreasing.
+
+    A pass over q positions never costs more than one over a larger measured size (it could be
+    padded to it), so a size measured slower than a larger one (a noisy sample on a busy machine)
+    counts at the larger one's cost."""
     sizes = sorted(measured)
+    measured = {s: min(measured[t] for t in sizes if t >= s) for s in sizes}
     costs = [measured[sizes[0]]]
     for q in range(1, max_q + 1):
         lo = max((s for s in sizes if s <= q), default=sizes[0])
@@ -73,10 +93,17 @@ def pass_costs(
     table = load_table(cache_file)
     if key not in table:
         report("measuring pass costs (once for this model, device and dtype)")
-        table[key] = {str(q): seconds for q, seconds in measure(runtime, vocab_size).items()}
+        costs, choice = measure(runtime, vocab_size)
+        table[key] = {str(q): seconds for q, seconds in costs.items()}
+        if choice:  # kept with the costs it produced
+            table[key]["paths"] = {str(q): path for q, path in choice.items()}
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(cache_file, json.dumps(table, indent=1, sort_keys=True))
-    return interpolate({int(q): s for q, s in table[key].items()}, max_q)
+    entry = dict(table[key])
+    choice = entry.pop("paths", None)
+    if choice and hasattr(runtime, "choose"):
+        runtime.choose({int(q): path for q, path in choice.items()})
+    return interpolate({int(q): s for q, s in entry.items()}, max_q)
 
 
 def load_table(cache_file: Path) -> dict[str, dict[str, float]]:

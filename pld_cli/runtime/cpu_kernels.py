@@ -20,33 +20,34 @@ peers in `pld bench` (transformers' own `generate`) run as shipped.
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import nullcontext
 from functools import partial
 
 import torch
 import torch.nn.functional as F
-from transformers import AttentionInterface, PreTrainedModel
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
+from transformers import PreTrainedModel
 
-ATTENTION = "pld_grouped_sdpa"
+from pld_cli.runtime import compat
+
 PADDED_ROWS = (2, 4, 8, 16, 32)  # linear inputs are padded up to one of these many rows
 
 
-def small_linear(linear: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """linear(x) for x [..., in]; a few rows as W @ x.T (rows padded), many rows as usual."""
+def small_linear(weight: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    """x @ weight.T + bias for x [..., in], weight [out, in]; a few rows as W @ x.T (rows padded),
+    many rows as usual."""
     rows = x.reshape(-1, x.shape[-1])  # [m, in]
     m = rows.shape[0]
     if m > PADDED_ROWS[-1]:
-        return F.linear(x, linear.weight, linear.bias)
+        return F.linear(x, weight, bias)
     padded = next(size for size in PADDED_ROWS if size >= m)
     # rows.t() must be a transposed view of contiguous rows: a contiguous [in, m] takes MKL's slow
     # path again (the input of a layer fed by this one's transposed output is such a view).
     if padded > m:
         rows = torch.cat([rows, rows.new_zeros(padded - m, rows.shape[1])])  # [padded, in]
-    out = (linear.weight @ rows.contiguous().t()).t()[:m]  # [out, padded] -> [m, out]
-    if linear.bias is not None:
-        out = out + linear.bias
+    out = (weight @ rows.contiguous().t()).t()[:m]  # [out, padded] -> [m, out]
+    if bias is not None:
+        out = out + bias
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
@@ -69,7 +70,7 @@ def grouped_attention(
     covered &= kwargs.get("is_causal") is not False and (mask is None or mask.shape[1] == 1)
     covered &= all(kwargs.get(name) is None for name in ("softcap", "position_bias", "s_aux"))
     if not covered:
-        return sdpa_attention_forward(
+        return compat.stock_sdpa_attention(
             module, query, key, value, attention_mask, dropout, scaling, **kwargs
         )
     rows = query.reshape(1, heads // groups, groups * q, dim)  # a group's heads as extra rows
@@ -93,12 +94,8 @@ def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def additive_sdpa_mask(*args, dtype: torch.dtype = torch.float32, **kwargs) -> torch.Tensor | None:
     """transformers' sdpa mask, made additive once per pass rather than once per layer."""
-    mask = sdpa_mask(*args, **kwargs)
+    mask = compat.stock_sdpa_mask(*args, **kwargs)
     return None if mask is None else additive(mask, dtype)
-
-
-AttentionInterface.register(ATTENTION, grouped_attention)
-ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION, additive_sdpa_mask)
 
 
 def kernels_suffix(device: torch.device) -> str:
@@ -112,26 +109,47 @@ def cpu_kernels(model: PreTrainedModel, device: torch.device) -> CpuKernels | nu
 
 class CpuKernels:
     """`with kernels:` runs the model's linear layers and (if it uses sdpa) its attention on the
-    paths above, and restores them after."""
+    paths above, and restores them after. The model still sees "sdpa" as its attention
+    implementation: transformers' sdpa functions are swapped, not the name."""
 
     def __init__(self, model: PreTrainedModel) -> None:
-        self.model = model
-        # A module whose forward is already wrapped (accelerate's hooks) keeps it.
-        self.linears = [
-            m for m in model.modules() if type(m) is torch.nn.Linear and "forward" not in vars(m)
-        ]
-        self.forwards = [partial(small_linear, linear) for linear in self.linears]
-        self.attention = model.config._attn_implementation
+        self.linears, self.forwards, self.skipped = [], [], []
+        for module in model.modules():
+            weight = compat.linear_weight(module)
+            # A module whose forward is already wrapped (accelerate's hooks) keeps it.
+            if weight is not None and "forward" not in vars(module):
+                self.linears.append(module)
+                self.forwards.append(partial(small_linear, weight, module.bias))
+            elif isinstance(module, torch.nn.Linear):
+                self.skipped.append(module)
+        self.sdpa = compat.attention_implementation(model) == "sdpa"
+        self.attention = compat.SdpaReplaced(grouped_attention, additive_sdpa_mask)
+
+    def describe(self) -> str:
+        """What `with` patches, for --verbose."""
+        patched = kinds(self.linears)
+        # Models that call transformers' attention functions get the grouped one; model code
+        # with its own sdpa call (Falcon's) keeps it.
+        attention = "transformers' sdpa function -> grouped sdpa" if self.sdpa else "as shipped"
+        note = f"cpu kernels: linear layers {patched or 'none'}; attention {attention}"
+        return note + (f"; left as shipped: {kinds(self.skipped)}" if self.skipped else "")
 
     # Entered twice per pass: the instance dicts are set directly, which nn.Module's __setattr__
     # would do too after checks that took most of a millisecond over ~200 layers.
     def __enter__(self) -> None:
         for linear, forward in zip(self.linears, self.forwards, strict=True):
             linear.__dict__["forward"] = forward
-        if self.attention == "sdpa":
-            self.model.config._attn_implementation = ATTENTION
+        if self.sdpa:
+            self.attention.__enter__()
 
     def __exit__(self, *exc) -> None:
         for linear in self.linears:
             del linear.__dict__["forward"]
-        self.model.config._attn_implementation = self.attention
+        if self.sdpa:
+            self.attention.__exit__(*exc)
+
+
+def kinds(modules: list[torch.nn.Module]) -> str:
+    """ "12 Linear, 2 Conv1D": how many modules of each class."""
+    counts = Counter(type(module).__name__ for module in modules)
+    return ", ".join(f"{n} {name}" for name, n in counts.most_common())

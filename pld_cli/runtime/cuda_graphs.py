@@ -86,7 +86,8 @@ def capture_size(runtime: StaticRuntime, size: int, pool) -> CapturedPass:
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool):  # recorded, not run: the cache is unchanged
-        # Positions are computed inside the graph, from the `start` buffer.
+        # The graph reads ids, positions and the first cache slot from these buffers, which
+        # replay() refills before each replay.
         inputs = runtime.model_inputs(ids, start, positions)
         logits = runtime.model(**inputs, use_cache=True).logits[0]  # [size, vocab]
     return CapturedPass(graph, ids, start, positions, logits)

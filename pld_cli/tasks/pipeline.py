@@ -96,12 +96,17 @@ def ready(
     do that work (and graph capture) outside the timed loop. `report` shows progress, `note`
     says which runtime runs and why."""
     runtime = runtime_for(loaded, max(positions, CALIBRATION_POSITIONS), runtime_kind, note)
-    if not config.adaptive:
+    refusal = getattr(runtime, "refusal", None)  # why this runtime cannot draft exactly
+    if config.use_pld and refusal:
+        raise PldError(f"{refusal}; rerun with --no-pld")
+    if not config.adaptive and not getattr(runtime, "paths", None):
         return runtime, None
+    # A runtime with kernel paths is calibrated for plain decoding too: that chooses the paths.
     key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
     vocab_size = loaded.model.config.vocab_size
     cache_file = cache_dir() / "pass-costs.json"
-    return runtime, pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
+    costs = pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
+    return runtime, costs if config.adaptive else None
 
 
 def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:

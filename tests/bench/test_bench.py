@@ -241,7 +241,7 @@ def test_methods_on_another_runtime_run_side_by_side(tiny_model_dir, corpus, cap
     methods = "greedy,pld,greedy@dynamic,pld@dynamic"
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", methods, "--check")
     assert (code, err) == (0, "")
-    assert data["runtimes"] == {"greedy": "static+cpu-kernels", "pld": "static+cpu-kernels",
+    assert data["runtimes"] == {"greedy": "native", "pld": "native",
                                 "greedy@dynamic": "dynamic+cpu-kernels",
                                 "pld@dynamic": "dynamic+cpu-kernels"}  # fmt: skip
     for item in data["items"]:

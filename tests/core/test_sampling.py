@@ -10,7 +10,7 @@ from conftest import tiny_llama
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.sampling import Sampler, probabilities, verify_sampled
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
 
 VOCAB = 8
 # The peaked model's own greedy continuation of 3 4 5 6 (which is 6 4 2), then 3 4 5 6 again: the

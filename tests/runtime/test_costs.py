@@ -1,14 +1,18 @@
+import pytest
 from conftest import tiny_llama
+from families import tiny_family_model
 
 import pld_cli.runtime.costs as costs
-from pld_cli.runtime.base import DynamicRuntime
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
 
 
 def test_interpolate_is_piecewise_linear_and_never_decreasing():
-    table = costs.interpolate({1: 1.0, 4: 1.6, 8: 1.5}, 10)
-    assert table[1] == 1.0 and table[4] == 1.6
-    assert abs(table[2] - 1.2) < 1e-9
-    assert table[8] == 1.6 and table[10] == 1.6  # noise never makes a bigger pass cheaper
+    table = costs.interpolate({1: 1.0, 4: 1.6, 8: 1.5, 16: 9.0, 32: 2.0}, 12)
+    assert table[1] == 1.0 and table[8] == 1.5
+    assert abs(table[2] - 1 / 6 - 1.0) < 1e-9
+    assert table[4] == 1.5  # a size measured slower than a larger one costs as that one
+    assert table[12] == 1.75  # an outlier (16: 9.0) counts as the next larger size
 
 
 def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
@@ -27,3 +31,26 @@ def test_pass_costs_are_measured_once_then_cached(tmp_path, monkeypatch):
 def test_interpolate_extends_the_last_segment_past_the_largest_size():
     table = costs.interpolate({1: 1.0, 16: 2.0, 32: 3.0}, 40)
     assert abs(table[40] - 3.5) < 1e-9
+
+
+@pytest.mark.parametrize("family", ["gemma3", "qwen3_next"])
+def test_calibration_rolls_back_past_a_window_and_a_recurrent_state(family, monkeypatch):
+    # Every timed pass is rolled back to the calibration context, here far past the window.
+    monkeypatch.setattr(costs, "CONTEXT", 64)
+    monkeypatch.setattr(costs, "REPEATS", 1)
+    runtime = DynamicRuntime(tiny_family_model(family))
+    measured, _ = costs.measure(runtime, 64)
+    assert set(measured) == set(costs.MEASURED_SIZES)
+    assert runtime.length == 64
+
+
+def test_the_calibration_chooses_a_kernel_path_per_size_and_caches_the_choice(tmp_path):
+    model = tiny_llama(0, max_positions=2048)
+    runtime = NativeRuntime(model, 2048)
+    cache = tmp_path / "costs.json"
+    first = costs.pass_costs(runtime, 64, "tiny|cpu|native", cache, 11)
+    chosen = runtime.choice
+    assert set(chosen) == set(costs.MEASURED_SIZES) and set(chosen.values()) <= set(runtime.paths)
+    again = NativeRuntime(model, 2048)
+    assert costs.pass_costs(again, 64, "tiny|cpu|native", cache, 11) == first
+    assert again.choice == chosen

@@ -2,9 +2,11 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.pytorch_utils import Conv1D
 
-from pld_cli.runtime.base import DynamicRuntime
 from pld_cli.runtime.cpu_kernels import CpuKernels, grouped_attention, small_linear
+from pld_cli.runtime.dynamic import DynamicRuntime
 
 
 @pytest.fixture
@@ -24,7 +26,7 @@ def test_small_linear_computes_the_linear_layer(rows, bias):
     torch.manual_seed(rows)
     linear = torch.nn.Linear(24, 40, bias=bias)
     x = torch.randn(1, rows, 24)
-    torch.testing.assert_close(small_linear(linear, x), linear(x))
+    torch.testing.assert_close(small_linear(linear.weight, linear.bias, x), linear(x))
 
 
 class Module(torch.nn.Module):
@@ -57,10 +59,12 @@ def test_a_model_computes_the_same_with_and_without_the_kernels(gqa_model):
         stock = model(input_ids=ids).logits
         kernels = CpuKernels(model)
         with kernels:
-            assert model.config._attn_implementation != "sdpa"
+            # The model still sees "sdpa" (model code tests for it); the function is swapped.
+            assert model.config._attn_implementation == "sdpa"
+            assert ALL_ATTENTION_FUNCTIONS["sdpa"] is grouped_attention
             fast = model(input_ids=ids[:, :4]).logits  # few rows: the new paths
         torch.testing.assert_close(fast, stock[:, :4], rtol=1e-4, atol=1e-5)
-        assert model.config._attn_implementation == "sdpa"
+        assert ALL_ATTENTION_FUNCTIONS["sdpa"] is sdpa_attention_forward
         assert all("forward" not in vars(linear) for linear in kernels.linears)
         assert torch.equal(model(input_ids=ids).logits, stock)
 
@@ -85,3 +89,22 @@ def test_a_wrapped_linear_layer_keeps_its_wrapper(gqa_model):
     with kernels:
         pass
     assert hooked.forward is wrapper
+
+
+class OwnForward(torch.nn.Linear):
+    def forward(self, x):  # something other than x @ W.T + b: must be left alone
+        return super().forward(x) * 2
+
+
+def test_conv1d_and_plain_subclasses_are_patched_and_others_named():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Conv1D(40, 24), torch.nn.Linear(40, 24), OwnForward(24, 8))
+    model.config = LlamaConfig(attn_implementation="eager")
+    x = torch.randn(1, 3, 24)
+    stock = model(x)
+    kernels = CpuKernels(model)
+    assert kernels.linears == [model[0], model[1]]
+    with kernels:
+        torch.testing.assert_close(model(x), stock)
+    assert "1 Conv1D, 1 Linear" in kernels.describe()
+    assert "left as shipped: 1 OwnForward" in kernels.describe()

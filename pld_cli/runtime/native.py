@@ -1,0 +1,201 @@
+"""The native runtime: pld's own Llama-family forward (`native_model.py`) over a KV cache it owns.
+
+The cache is one [layers, kv_heads, capacity, head_dim] tensor each for keys and values, written at
+explicit positions: a pass over q positions writes slots length..length+q-1, attention reads slots
+up to its own end only, and a rollback moves the length back. What a rejected draft left behind is
+never read and the next pass overwrites it; nothing is copied or cropped.
+
+Attention goes through sdpa with each KV head's query heads folded into extra query rows (the mask
+repeated to match): grouped KV heads are never repeated, and sdpa stays on its fused kernel even
+with a mask. A pass's additive causal mask is built once, not per layer.
+
+Kernel choice: the linear layers of a pass run plain (`F.linear`) or padded (`W @ x.T`, rows padded
+to a power of two). Which one runs for a pass of q positions is what the calibration measured
+faster on this machine (`choose`, from costs.py); until then every pass runs plain.
+
+On CUDA, passes replay CUDA graphs (`native_graphs.py`) over `run_fixed`, a pass whose shapes
+depend on its length only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+
+from pld_cli.runtime.base import context_limit
+from pld_cli.runtime.native_model import (
+    Layer,
+    NativeUnsupported,
+    linear,
+    native_weights,
+    rms_norm,
+    rotate,
+    sliding_window,
+)
+
+PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
+PADDING = 32  # cache slots past the context limit: the largest pass a graph replay pads up to
+
+
+class NativeRuntime:
+    def __init__(self, model: PreTrainedModel, capacity: int) -> None:
+        self.weights = weights = native_weights(model)
+        self.context_limit = min(context_limit(model), capacity)
+        window = sliding_window(model.config)
+        if window is not None and window < self.context_limit:
+            raise NativeUnsupported(
+                f"a sliding window of {window} positions, under the {self.context_limit} used"
+            )
+        self.device, dtype = weights.embed.device, weights.embed.dtype
+        # The padded layout is a CPU matmul question; CUDA passes replay graphs of plain ones.
+        self.paths = PATHS if self.device.type == "cpu" else ()
+        # Room past the context limit for the padded positions of a graph replay.
+        slots = self.context_limit + PADDING
+        shape = (len(weights.layers), weights.kv_heads, slots, weights.head_dim)
+        self.keys = torch.zeros(shape, dtype=dtype, device=self.device)
+        self.values = torch.zeros_like(self.keys)
+        self.cos, self.sin = rope_tables(model, self.context_limit)  # [capacity, 1, head_dim]
+        self.groups = weights.heads // weights.kv_heads
+        self._length = 0
+        self.choice: dict[int, str] = {}  # measured pass size -> path
+        self.graphs = None  # NativeGraphs, once captured (CUDA)
+
+    @property
+    def length(self) -> int:
+        return self._length
+
+    @property
+    def name(self) -> str:
+        return "native+cuda-graphs" if self.graphs else "native"
+
+    def choose(self, choice: dict[int, str]) -> None:
+        """Run passes of each measured size (and the sizes just below it) on the given path."""
+        self.choice = dict(choice)
+
+    def path(self, q: int) -> str:
+        size = min((s for s in self.choice if s >= q), default=None)
+        return "plain" if size is None else self.choice[size]
+
+    def prefill(self, ids: Sequence[int]) -> None:
+        self._length = 0
+        if ids:
+            self.run(ids, keep=1)  # the loop never reads prefill logits: one row, not [P, vocab]
+            self._length = len(ids)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
+
+    def forward(self, ids: Sequence[int]) -> torch.Tensor:
+        """Logits [len(ids), vocab] for the next token after each of ids."""
+        if self._length + len(ids) > self.context_limit:
+            raise ValueError("native KV cache is full")
+        if self.graphs is not None and self.graphs.fits(len(ids)):
+            logits = self.graphs.replay(ids, self._length)
+        else:
+            logits = self.run(ids, keep=len(ids))
+        self._length += len(ids)
+        return logits
+
+    def rollback(self, length: int) -> None:
+        self._length = min(self._length, length)
+
+    @torch.inference_mode()
+    def run(self, ids: Sequence[int], keep: int) -> torch.Tensor:
+        """Writes ids' keys and values at slots length.., returns the last `keep` rows' logits."""
+        start, q = self._length, len(ids)
+        x = self.weights.embed[torch.tensor(list(ids), device=self.device)]  # [q, hidden]
+        cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
+        mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
+        span = slice(start, start + q)
+        return self.layers(x, span, start + q, cos, sin, mask, keep, self.path(q) == "padded")
+
+    @torch.inference_mode()
+    def run_fixed(
+        self, ids: torch.Tensor, slots: torch.Tensor, positions: torch.Tensor
+    ) -> torch.Tensor:
+        """A pass whose shapes depend on len(ids) only, for CUDA graphs: ids, cache slots and
+        position ids [s] are device tensors, attention spans the whole cache (masked past each
+        row's own slot). Logits [s, vocab]; moves no length."""
+        x = self.weights.embed[ids]  # [s, hidden]
+        cos, sin = self.cos[positions], self.sin[positions]  # [s, 1, head_dim]
+        capacity = self.keys.shape[2]
+        seen = torch.arange(capacity, device=self.device)[None] <= slots[:, None]  # [s, capacity]
+        mask = torch.zeros(seen.shape, dtype=x.dtype, device=self.device)
+        mask = mask.masked_fill_(~seen, -torch.inf).repeat(self.groups, 1)
+        return self.layers(x, slots, capacity, cos, sin, mask, len(ids), padded=False)
+
+    def layers(
+        self,
+        x: torch.Tensor,
+        slots: slice | torch.Tensor,
+        end: int,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None,
+        keep: int,
+        padded: bool,
+    ) -> torch.Tensor:
+        """The decoder over x [q, hidden] (its keys and values written at `slots`, attention over
+        cache slots :end): logits [keep, vocab] of the last `keep` rows."""
+        w = self.weights
+        for i, layer in enumerate(w.layers):
+            h = rms_norm(x, layer.attention_norm, w.eps)
+            x = x + self.attention(i, layer, h, slots, end, cos, sin, mask, padded)
+            h = rms_norm(x, layer.mlp_norm, w.eps)
+            gate, up = linear(h, layer.gate_up, layer.gate_up_bias, padded).chunk(2, -1)
+            x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded)
+        x = rms_norm(x[-keep:], w.norm, w.eps)
+        return linear(x, w.head, None, padded)  # [keep, vocab]
+
+    def attention(
+        self,
+        i: int,
+        layer: Layer,
+        h: torch.Tensor,
+        slots: slice | torch.Tensor,
+        end: int,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None,
+        padded: bool,
+    ) -> torch.Tensor:
+        """Layer i's attention output [q, hidden] for its normed input h [q, hidden]."""
+        w, q, d = self.weights, h.shape[0], self.weights.head_dim
+        qkv = linear(h, layer.qkv, layer.qkv_bias, padded)  # [q, (heads + 2 kv_heads) * d]
+        query, key, value = qkv.split([w.heads * d, w.kv_heads * d, w.kv_heads * d], -1)
+        query, key = query.view(q, w.heads, d), key.view(q, w.kv_heads, d)
+        if layer.q_norm is not None:  # Qwen3: RMSNorm over each head before the rotation
+            query, key = rms_norm(query, layer.q_norm, w.eps), rms_norm(key, layer.k_norm, w.eps)
+        query, key = rotate(query, cos, sin), rotate(key, cos, sin)
+        self.keys[i, :, slots] = key.transpose(0, 1)  # [kv_heads, q, d]
+        self.values[i, :, slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
+        # Query head h belongs to KV head h // groups: a group's heads become rows (g, position).
+        # sdpa takes its fused CPU kernel for 4-d inputs only (3-d ones run the math path).
+        rows = query.transpose(0, 1).reshape(1, w.kv_heads, self.groups * q, d)
+        keys, values = self.keys[i, None, :, :end], self.values[i, None, :, :end]
+        out = F.scaled_dot_product_attention(
+            rows, keys, values, attn_mask=mask, scale=w.scaling
+        )  # [1, kv_heads, groups * q, d]
+        out = out.view(w.heads, q, d).transpose(0, 1).reshape(q, w.heads * d)
+        return linear(out, layer.out, layer.out_bias, padded)
+
+    def causal_mask(self, q: int, start: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """Additive mask [groups * q, start + q]: row (g, i) sees slots up to start + i. None for
+        one position, which sees every written slot."""
+        if q == 1:
+            return None
+        seen = torch.ones(q, start + q, dtype=torch.bool, device=self.device).tril(start)
+        mask = torch.zeros(seen.shape, dtype=dtype, device=self.device)
+        return mask.masked_fill_(~seen, -torch.inf).repeat(self.groups, 1)
+
+
+@torch.inference_mode()
+def rope_tables(model: PreTrainedModel, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [capacity, 1, head_dim] from the model's own rotary module (its rope type's
+    inv_freq and attention scaling), so every covered rope type matches transformers."""
+    embed = model.model.embed_tokens.weight
+    positions = torch.arange(capacity, device=embed.device)[None]  # [1, capacity]
+    cos, sin = model.model.rotary_emb(embed[:1], positions)  # [1, capacity, head_dim] each
+    return cos[0, :, None], sin[0, :, None]

@@ -1,0 +1,192 @@
+"""pld's own forward for the Llama family, over the weights transformers loaded.
+
+A transformers forward spends much of a small CPU pass outside the math (dispatch, masks built per
+layer, keys repeated per query head), and its kernel choices are fixed in code. The families people
+run locally share one shape: RMSNorm, rotary q/k (with optional q/k bias or q/k RMSNorm), grouped KV
+heads, a gated SiLU MLP. Those are covered here, as gpt-fast and llama.cpp do, and nothing else:
+`native_weights` refuses any other model with a reason (`NativeUnsupported`).
+
+The weights are the loaded model's own tensors. q/k/v and gate/up are fused into one matrix each so
+a pass streams each layer's input once; the original Linear modules are then pointed at row slices
+of the fused matrix (row slices of a row-major matrix are contiguous), so transformers' forward
+still runs on the same memory and no second copy is kept.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+from transformers.activations import ACT2FN
+
+COVERED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+# Rope types whose tables depend on the position alone; "dynamic" and "longrope" rescale with the
+# sequence length of each pass, which a table computed once cannot follow.
+STATIC_ROPE = ("default", "linear", "llama3", "yarn")
+PADDED_ROWS = (1, 2, 4, 8, 16, 32)  # the row counts the padded linear path rounds up to
+
+
+class NativeUnsupported(Exception):
+    """This model or setting is not covered by the native forward; the message says why."""
+
+
+@dataclass
+class Layer:
+    """One decoder layer's tensors: [out, in] matrices, [out] biases (None without), [dim] norms."""
+
+    attention_norm: torch.Tensor  # [hidden]
+    qkv: torch.Tensor  # [(heads + 2 kv_heads) * head_dim, hidden]
+    qkv_bias: torch.Tensor | None
+    q_norm: torch.Tensor | None  # [head_dim] (Qwen3)
+    k_norm: torch.Tensor | None
+    out: torch.Tensor  # [hidden, heads * head_dim]
+    out_bias: torch.Tensor | None
+    mlp_norm: torch.Tensor  # [hidden]
+    gate_up: torch.Tensor  # [2 * intermediate, hidden]
+    gate_up_bias: torch.Tensor | None
+    down: torch.Tensor  # [hidden, intermediate]
+    down_bias: torch.Tensor | None
+
+
+@dataclass
+class NativeWeights:
+    embed: torch.Tensor  # [vocab, hidden]
+    layers: list[Layer]
+    norm: torch.Tensor  # [hidden]
+    head: torch.Tensor  # [vocab, hidden] (the embedding itself when tied)
+    heads: int
+    kv_heads: int
+    head_dim: int
+    scaling: float
+    eps: float
+    act: torch.nn.Module
+
+
+# Built once per model: a second runtime (a larger cache) reuses the fused tensors.
+_BUILT: weakref.WeakKeyDictionary[torch.nn.Module, NativeWeights] = weakref.WeakKeyDictionary()
+
+
+def native_weights(model: PreTrainedModel) -> NativeWeights:
+    """The model's weights laid out for the native forward, or NativeUnsupported."""
+    if model not in _BUILT:
+        check_covered(model)
+        _BUILT[model] = build(model)
+    return _BUILT[model]
+
+
+def check_covered(model: PreTrainedModel) -> None:
+    name = type(model).__name__
+    if name not in COVERED:
+        raise NativeUnsupported(f"{name} is not a covered family ({', '.join(COVERED)})")
+    config = model.config
+    rope = getattr(model.model.rotary_emb, "rope_type", "default")
+    if rope not in STATIC_ROPE:
+        raise NativeUnsupported(f"rope type {rope!r} rescales per pass")
+    devices = {p.device for p in model.parameters()}
+    if len(devices) != 1 or next(iter(devices)).type == "meta":
+        raise NativeUnsupported("the weights are spread over several devices or offloaded")
+    if getattr(model, "hf_quantizer", None) is not None:
+        raise NativeUnsupported("quantized weights")
+    if config.hidden_act not in ("silu", "swish"):
+        raise NativeUnsupported(f"activation {config.hidden_act!r}")
+
+
+def sliding_window(config) -> int | None:
+    """The attention window some layer uses, or None where every layer sees the whole context."""
+    window = getattr(config, "sliding_window", None)
+    types = getattr(config, "layer_types", None)
+    if window is None or (types is not None and "sliding_attention" not in types):
+        return None
+    return window
+
+
+def build(model: PreTrainedModel) -> NativeWeights:
+    layers = []
+    for block in model.model.layers:
+        attn, mlp = block.self_attn, block.mlp
+        qkv, qkv_bias = fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+        gate_up, gate_up_bias = fuse([mlp.gate_proj, mlp.up_proj])
+        q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+        layers.append(
+            Layer(
+                attention_norm=block.input_layernorm.weight.data,
+                qkv=qkv,
+                qkv_bias=qkv_bias,
+                q_norm=None if q_norm is None else q_norm.weight.data,
+                k_norm=None if k_norm is None else k_norm.weight.data,
+                out=attn.o_proj.weight.data,
+                out_bias=bias(attn.o_proj),
+                mlp_norm=block.post_attention_layernorm.weight.data,
+                gate_up=gate_up,
+                gate_up_bias=gate_up_bias,
+                down=mlp.down_proj.weight.data,
+                down_bias=bias(mlp.down_proj),
+            )
+        )
+    first = model.model.layers[0].self_attn
+    config = model.config
+    heads = config.num_attention_heads
+    return NativeWeights(
+        embed=model.model.embed_tokens.weight.data,
+        layers=layers,
+        norm=model.model.norm.weight.data,
+        head=model.lm_head.weight.data,
+        heads=heads,
+        kv_heads=config.num_key_value_heads,
+        head_dim=first.head_dim,
+        scaling=first.scaling,
+        eps=config.rms_norm_eps,
+        act=ACT2FN[config.hidden_act],
+    )
+
+
+def bias(linear: torch.nn.Linear) -> torch.Tensor | None:
+    return None if linear.bias is None else linear.bias.data
+
+
+def fuse(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One [sum of outs, in] matrix (and bias) from several Linears over the same input; each
+    Linear's parameters become row slices of it, so the originals are freed."""
+    biases = [linear.bias for linear in linears]
+    if len({b is None for b in biases}) > 1:
+        raise NativeUnsupported("projections with and without bias side by side")
+    weight = torch.cat([linear.weight.data for linear in linears])
+    fused_bias = None if biases[0] is None else torch.cat([b.data for b in biases])
+    row = 0
+    for linear in linears:
+        rows = linear.weight.shape[0]
+        linear.weight.data = weight[row : row + rows]
+        if fused_bias is not None:
+            linear.bias.data = fused_bias[row : row + rows]
+        row += rows
+    return weight, fused_bias
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' LlamaRMSNorm, step for step (the mean of squares in float32)."""
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padded: bool):
+    """x [m, in] @ weight.T (+ bias) -> [m, out]; `padded` computes W @ x.T with the rows padded
+    to a power of two, which on some CPUs streams W once for all rows where x @ W.T does not."""
+    if not padded:
+        return F.linear(x, weight, bias)
+    m = x.shape[0]
+    size = next((s for s in PADDED_ROWS if s >= m), m)
+    if size > m:
+        x = torch.cat([x, x.new_zeros(size - m, x.shape[1])])  # [size, in]
+    # x.t() must stay a transposed view: a contiguous [in, m] takes the slow path again.
+    out = (weight @ x.contiguous().t()).t()[:m]  # [out, size] -> [m, out]
+    return out if bias is None else out + bias
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding as transformers applies it: x [q, heads, d], cos/sin [q, 1, d]."""
+    x1, x2 = x.chunk(2, -1)
+    return x * cos + torch.cat([-x2, x1], -1) * sin

@@ -1,0 +1,170 @@
+"""The native forward computes transformers' logits for each covered family, refuses the rest."""
+
+import pytest
+import torch
+from conftest import tiny_llama
+from transformers import (
+    GPT2Config,
+    GPT2LMHeadModel,
+    LlamaConfig,
+    LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
+
+from pld_cli.runtime import native_graphs
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
+from pld_cli.runtime.native_model import NativeUnsupported
+
+SHAPE = dict(vocab_size=96, hidden_size=96, intermediate_size=96, num_hidden_layers=2,
+             num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
+             bos_token_id=1, eos_token_id=2, pad_token_id=2)  # fmt: skip
+LLAMA31_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 64,
+                "rope_theta": 500000.0}  # fmt: skip
+LLAMA32_ROPE = LLAMA31_ROPE | {"factor": 32.0}
+
+# The real checkpoints' settings, on tiny random weights.
+FAMILIES = {
+    "smollm2": lambda: LlamaForCausalLM(LlamaConfig(**SHAPE, tie_word_embeddings=True)),
+    "llama-3.1": lambda: LlamaForCausalLM(
+        LlamaConfig(**SHAPE, rope_parameters=LLAMA31_ROPE, tie_word_embeddings=False)
+    ),
+    "llama-3.2": lambda: LlamaForCausalLM(
+        LlamaConfig(**SHAPE, rope_parameters=LLAMA32_ROPE, tie_word_embeddings=True)
+    ),
+    "llama-2-linear": lambda: LlamaForCausalLM(
+        LlamaConfig(
+            **SHAPE, rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}
+        )  # fmt: skip
+    ),
+    "mistral": lambda: MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=None)),
+    "mistral-window": lambda: MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=4096)),
+    "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**SHAPE, tie_word_embeddings=True)),
+    "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(**SHAPE, head_dim=16, tie_word_embeddings=False)),
+}
+
+
+def assert_close(native: torch.Tensor, reference: torch.Tensor) -> None:
+    scale = reference.abs().max().item()
+    assert (native - reference).abs().max().item() <= 1e-4 * scale
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_match_transformers_for_passes_of_1_to_32_and_after_rollbacks(family):
+    torch.manual_seed(0)
+    model = FAMILIES[family]().eval()
+    if family == "qwen2":  # random init leaves the q/k/v biases at zero
+        for block in model.model.layers:
+            for proj in (block.self_attn.q_proj, block.self_attn.k_proj, block.self_attn.v_proj):
+                torch.nn.init.normal_(proj.bias, std=0.5)
+    ids = torch.randint(3, 96, (400,), generator=torch.Generator().manual_seed(1)).tolist()
+    reference, native = DynamicRuntime(model), NativeRuntime(model, 512)
+    for runtime in (reference, native):
+        runtime.prefill(ids[:40])
+    at = 40
+    for q in (1, 2, 3, 5, 8, 13, 16, 24, 32):
+        chunk = ids[at : at + q]
+        assert_close(native.forward(chunk), reference.forward(chunk))
+        keep = at + q // 2 + 1  # a rejected draft: forget part of the pass
+        reference.rollback(keep)
+        native.rollback(keep)
+        assert native.length == reference.length == keep
+        at = keep
+    native.choose({q: "padded" for q in (1, 2, 4, 8, 16, 32)})
+    for q in (1, 4, 7, 32):
+        chunk = ids[at : at + q]
+        assert_close(native.forward(chunk), reference.forward(chunk))
+        at += q
+
+
+def test_the_transformers_model_still_runs_on_the_fused_weights_without_a_copy():
+    model = tiny_llama(0)
+    before = sum(p.numel() for p in model.parameters())
+    x = torch.tensor([[3, 4, 5, 6]])
+    with torch.inference_mode():
+        expected = model(x).logits
+    NativeRuntime(model, 64)
+    attention = model.model.layers[0].self_attn
+    fused = attention.q_proj.weight.untyped_storage().data_ptr()
+    assert attention.v_proj.weight.untyped_storage().data_ptr() == fused
+    assert sum(p.numel() for p in model.parameters()) == before
+    with torch.inference_mode():
+        assert torch.equal(model(x).logits, expected)
+    NativeRuntime(model, 128)  # a second runtime reuses the fused weights
+    assert attention.q_proj.weight.untyped_storage().data_ptr() == fused
+
+
+def test_a_full_cache_refuses_and_prefill_starts_over():
+    native = NativeRuntime(tiny_llama(0), 16)
+    native.prefill(list(range(3, 15)))
+    native.forward([3, 4, 5, 6])
+    with pytest.raises(ValueError, match="full"):
+        native.forward([7])
+    native.prefill([3, 4])
+    assert native.length == 2
+
+
+def test_the_measured_path_choice_covers_the_sizes_below_each_measured_one():
+    native = NativeRuntime(tiny_llama(0), 16)
+    native.choose({1: "plain", 4: "padded", 8: "plain"})
+    assert [native.path(q) for q in (1, 2, 4, 5, 8, 9)] == [
+        "plain", "padded", "padded", "plain", "plain", "plain"
+    ]  # fmt: skip
+
+
+def small(config_class, **changes):
+    return config_class(**(SHAPE | changes))
+
+
+@pytest.mark.parametrize(
+    "model, reason",
+    [
+        (lambda: GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2)), "not a covered"),
+        (lambda: MistralForCausalLM(small(MistralConfig, sliding_window=64)), "sliding window"),
+        (lambda: LlamaForCausalLM(small(LlamaConfig, rope_parameters={
+            "rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4})), "rope type"),
+        (lambda: LlamaForCausalLM(small(LlamaConfig, hidden_act="gelu")), "activation"),
+    ],
+)  # fmt: skip
+def test_uncovered_models_are_refused_with_a_reason(model, reason):
+    with pytest.raises(NativeUnsupported, match=reason):
+        NativeRuntime(model(), 256)
+
+
+class EagerGraph:
+    """A CPU stand-in for a captured graph: replay() runs the fixed-shape pass on its buffers."""
+
+    def __init__(self, runtime, inputs, logits):
+        self.runtime, self.inputs, self.logits = runtime, inputs, logits
+
+    def replay(self):
+        self.logits.copy_(self.runtime.run_fixed(*self.inputs))
+
+
+def test_padded_fixed_shape_passes_as_replayed_match_eager_ones_across_rollbacks():
+    model = tiny_llama(0)
+    eager, replayed = NativeRuntime(model, 128), NativeRuntime(model, 128)
+    passes = {}
+    for size in native_graphs.SIZES:
+        inputs = native_graphs.padded_inputs([0] * size, 0, size)
+        logits = torch.empty(size, model.config.vocab_size)
+        graph = EagerGraph(replayed, inputs, logits)
+        passes[size] = native_graphs.CapturedPass(graph, inputs, logits)
+    replayed.graphs = native_graphs.NativeGraphs(passes)
+    assert replayed.name == "native+cuda-graphs"
+    ids = torch.randint(3, 64, (120,), generator=torch.Generator().manual_seed(0)).tolist()
+    for runtime in (eager, replayed):
+        runtime.prefill(ids[:20])
+    at = 20
+    for q in (1, 3, 5, 8, 13, 32, 2):  # mostly padded: 3 -> 4, 5 -> 8, 13 -> 16
+        chunk = ids[at : at + q]
+        assert torch.allclose(replayed.forward(chunk), eager.forward(chunk), atol=1e-5)
+        at += q // 2 + 1
+        eager.rollback(at)
+        replayed.rollback(at)
