@@ -99,9 +99,10 @@ def ready(
     refusal = getattr(runtime, "refusal", None)  # why this runtime cannot draft exactly
     if config.use_pld and refusal:
         raise PldError(f"{refusal}; rerun with --no-pld")
-    if not config.adaptive and not getattr(runtime, "paths", None):
-        return runtime, None
     # A runtime with kernel paths is calibrated for plain decoding too: that chooses the paths.
+    # One that cannot roll back (the refusal) is not: a calibration rolls back after each pass.
+    if refusal or not (config.adaptive or getattr(runtime, "paths", None)):
+        return runtime, None
     key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
     vocab_size = loaded.model.config.vocab_size
     cache_file = cache_dir() / "pass-costs.json"
