@@ -38,3 +38,10 @@ def context_limit(model: PreTrainedModel) -> int:
         if isinstance(value, int) and value > 0:
             return value
     return 2048
+
+
+def chosen_path(choice: dict[int, str], q: int, default: str) -> str:
+    """The kernel path the calibration chose for a pass of q positions: that of the smallest
+    measured size of at least q (sizes in between run as the next measured one), else `default`."""
+    size = min((s for s in choice if s >= q), default=None)
+    return default if size is None else choice[size]

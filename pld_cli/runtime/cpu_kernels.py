@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from pld_cli.runtime import compat
+from pld_cli.runtime.base import chosen_path
 
 PADDED_ROWS = (2, 4, 8, 16, 32)  # linear inputs are padded up to one of these many rows
 
@@ -116,8 +117,7 @@ class KernelPaths:
         self.choice = dict(choice)
 
     def for_pass(self, q: int) -> CpuKernels | nullcontext:
-        size = min((s for s in self.choice if s >= q), default=None)
-        faster = size is not None and self.choice[size] == "cpu-kernels"
+        faster = chosen_path(self.choice, q, "stock") == "cpu-kernels"
         return self.kernels if faster else nullcontext()
 
 

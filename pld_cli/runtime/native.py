@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from pld_cli.runtime.base import context_limit
+from pld_cli.runtime.base import chosen_path, context_limit
 from pld_cli.runtime.native_model import (
     Layer,
     NativeUnsupported,
@@ -76,8 +76,7 @@ class NativeRuntime:
         self.choice = dict(choice)
 
     def path(self, q: int) -> str:
-        size = min((s for s in self.choice if s >= q), default=None)
-        return "plain" if size is None else self.choice[size]
+        return chosen_path(self.choice, q, "plain")
 
     def prefill(self, ids: Sequence[int]) -> None:
         self._length = 0
