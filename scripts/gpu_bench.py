@@ -4,12 +4,14 @@
    runtime (dynamic, static and native, each eager and with CUDA graphs), next to the floor of
    reading the weights once at the copy bandwidth measured here; graph-replayed logits checked
    against eager ones.
-2. `pld bench` on the sample corpora with the default model on CUDA: transformers' generate()
-   greedy and prompt lookup next to pld's greedy and pld (static+graphs, and on native), with
-   --check (pld == --no-pld).
+2. `pld bench` on the sample corpora with the default model on CUDA, in bfloat16 (transformers'
+   generate() greedy and prompt lookup next to pld's greedy and pld on `auto` and on the static
+   runtime) and in float32 (generate() greedy, pld's greedy and pld), each with --check
+   (pld == --no-pld on the same runtime; in bfloat16 the differing items are counted).
 
 Usage: python scripts/gpu_bench.py [--model PATH_OR_GGUF] [--out DIR] [--skip-passes] [--skip-bench]
-Writes passes.json, bench.json and a summary table (summary.md) into --out (default: $OUT or .).
+Writes passes.json, summary.md, bench-bfloat16.json and bench-float32.json into --out (default: $OUT
+or .).
 """
 
 from __future__ import annotations
@@ -21,18 +23,20 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from pld_cli.runtime.choice import attach_cuda_graphs
+from pld_cli.runtime.cuda_graphs import capture as capture_static
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.native_graphs import capture as capture_native
 from pld_cli.runtime.static import StaticRuntime
 
-SIZES = (1, 2, 4, 8, 11, 16)
+SIZES = (1, 2, 4, 8, 16, 32)
 CONTEXT = 2048
 LLAMA_8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                 num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
@@ -72,10 +76,10 @@ def pass_times(runtime, vocab: int, repeats: int = 20) -> dict[int, float]:
     return result
 
 
-def graph_agreement(runtime: StaticRuntime, vocab: int) -> dict[int, float]:
-    """Max |graph - eager| logit difference per captured size, relative to the largest logit."""
+def graph_agreement(runtime: StaticRuntime | NativeRuntime, vocab: int) -> dict[int, float]:
+    """Max |graph - eager| logit difference per pass size, relative to the largest logit."""
     out = {}
-    for q in (1, 4, 11, 16):
+    for q in (1, 4, 11, 16, 32):
         ids = torch.randint(0, vocab, (q,)).tolist()
         start = runtime.length
         graph = runtime.forward(ids).float().clone()
@@ -86,6 +90,25 @@ def graph_agreement(runtime: StaticRuntime, vocab: int) -> dict[int, float]:
         runtime.rollback(start)
         out[q] = ((graph - eager).abs().max() / eager.abs().max()).item()
     return out
+
+
+def runtimes(model, note) -> dict[str, Callable[[], object]]:
+    """Each measured runtime, opened on demand; pld's own forward first (the figure that
+    matters most, measured first in case a later one breaks or time runs out)."""
+
+    def graphed(runtime, capture=capture_static):
+        attach_cuda_graphs(runtime, note, capture)
+        if runtime.graphs is None:
+            raise RuntimeError("the capture failed (see notes)")
+        return runtime
+
+    return {
+        "native, graphs": lambda: graphed(NativeRuntime(model, CONTEXT + 64), capture_native),
+        "native": lambda: NativeRuntime(model, CONTEXT + 64),
+        "static, graphs": lambda: graphed(StaticRuntime(model, CONTEXT + 64)),
+        "static": lambda: StaticRuntime(model, CONTEXT + 64),
+        "dynamic": lambda: DynamicRuntime(model),
+    }
 
 
 def passes(out: Path) -> dict:
@@ -100,46 +123,52 @@ def passes(out: Path) -> dict:
               "init_s": time.perf_counter() - started}  # fmt: skip
     print(f"weights {weight_bytes / 1e9:.2f} GB, copy {bandwidth / 1e12:.2f} TB/s, "
           f"floor {report['floor_ms']:.2f} ms", flush=True)  # fmt: skip
-    notes: list[str] = []
-    static_eager = StaticRuntime(model, CONTEXT + 64)
-    static_graphs = StaticRuntime(model, CONTEXT + 64)
-    attach_cuda_graphs(static_graphs, notes.append)
-    native_eager = NativeRuntime(model, CONTEXT + 64)
-    native_graphs = NativeRuntime(model, CONTEXT + 64)
-    attach_cuda_graphs(native_graphs, notes.append, capture_native)
-    runtimes = {"dynamic": DynamicRuntime(model), "static": static_eager,
-                static_graphs.name: static_graphs, "native": native_eager,
-                native_graphs.name: native_graphs}  # fmt: skip
-    report["notes"] = notes
-    report["ms"] = {}
-    for name, runtime in runtimes.items():
-        report["ms"][name] = pass_times(runtime, config.vocab_size)
-        print(name, json.dumps({q: round(v, 2) for q, v in report["ms"][name].items()}), flush=True)
-        if runtime not in (static_graphs, native_graphs):
-            runtime.prefill([])  # frees nothing, but keeps the caches from interleaving
-    if static_graphs.graphs is not None:
-        report["graph_vs_eager_rel_diff"] = graph_agreement(static_graphs, config.vocab_size)
+    report["notes"], report["errors"] = [], {}
+    report["ms"], report["graph_vs_eager_rel_diff"] = {}, {}
+    for name, open_runtime in runtimes(model, report["notes"].append).items():
+        try:  # one runtime failing leaves the others' rows
+            runtime = open_runtime()
+            report["ms"][name] = pass_times(runtime, config.vocab_size)
+            if getattr(runtime, "graphs", None) is not None:
+                report["graph_vs_eager_rel_diff"][name] = graph_agreement(
+                    runtime, config.vocab_size
+                )
+        except Exception as error:  # noqa: BLE001 - recorded in the report
+            report["errors"][name] = f"{type(error).__name__}: {error}"
+        print(name, report["ms"].get(name), report["errors"].get(name, ""), flush=True)
+        runtime = None  # its cache goes before the next one's is made
+        torch.cuda.empty_cache()
     (out / "passes.json").write_text(json.dumps(report, indent=1))
     return report
 
 
-def bench(out: Path, model: str | None) -> None:
-    command = [sys.executable, "-c", "from pld_cli.cli.app import main; main()",
-               "bench", "samples/edit", "samples/summarize", "--device", "cuda",
-               "--methods", "hf-greedy,hf-pld,greedy,pld,greedy@native,pld@native", "--check",
-               "--max-new-tokens", "256",
-               "--json", str(out / "bench.json"), "--verbose"]  # fmt: skip
-    if model:
-        command += ["-m", model]
-    print(" ".join(command), flush=True)
-    subprocess.run(command, check=False)
+BENCH_METHODS = {
+    "bfloat16": "hf-greedy,hf-pld,greedy,pld,greedy@static,pld@static",
+    "float32": "hf-greedy,greedy,pld",
+}
+
+
+def bench(out: Path, model: str | None, max_new_tokens: int, timeout: float) -> None:
+    for dtype, methods in BENCH_METHODS.items():
+        command = [sys.executable, "-c", "from pld_cli.cli.app import main; main()",
+                   "bench", "samples/edit", "samples/summarize", "--device", "cuda",
+                   "--dtype", dtype, "--methods", methods, "--check",
+                   "--max-new-tokens", str(max_new_tokens),
+                   "-o", str(out / f"bench-{dtype}.json"), "--verbose"]  # fmt: skip
+        if model:
+            command += ["-m", model]
+        print(" ".join(command), flush=True)
+        try:  # a run that overstays leaves the next one its time
+            subprocess.run(command, check=False, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            print(f"gpu_bench: the {dtype} bench passed {timeout} s", flush=True)
 
 
 def summary(report: dict) -> str:
     lines = ["| runtime | " + " | ".join(f"{q} pos" for q in SIZES) + " |",
              "| --- |" + " --- |" * len(SIZES)]  # fmt: skip
     floor = report["floor_ms"]
-    lines.append("| weights once (floor) | " + " | ".join(f"{floor:.2f}" for _ in SIZES) + " |")
+    lines.append("| floor: weights read once | " + " | ".join(f"{floor:.2f}" for _ in SIZES) + " |")
     for name, times in report["ms"].items():
         lines.append(f"| {name} | " + " | ".join(f"{times[q]:.2f}" for q in SIZES) + " |")
     return "\n".join(lines) + "\n"
@@ -151,6 +180,8 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--skip-passes", action="store_true")
     parser.add_argument("--skip-bench", action="store_true")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--bench-timeout", type=float, default=200, help="seconds per dtype")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpu_bench: no CUDA device")
@@ -162,7 +193,7 @@ def main() -> None:
         print(text, flush=True)
         torch.cuda.empty_cache()
     if not args.skip_bench:
-        bench(out, args.model)
+        bench(out, args.model, args.max_new_tokens, args.bench_timeout)
 
 
 if __name__ == "__main__":

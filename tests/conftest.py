@@ -32,6 +32,14 @@ def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> Lla
     return LlamaForCausalLM(config).eval()
 
 
+def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
+    """Random phrases repeated with variations, so drafts are found and partly rejected."""
+    generator = torch.Generator().manual_seed(seed)
+    phrases = [torch.randint(3, vocab_size, (8,), generator=generator).tolist() for _ in range(4)]
+    order = torch.randint(0, 4, (12,), generator=generator).tolist()
+    return [token for i in order for token in phrases[i]]
+
+
 @pytest.fixture(autouse=True)
 def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
     """Calibrations of test models stay out of the user's pass-cost cache (one per test session);

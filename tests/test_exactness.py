@@ -3,8 +3,7 @@
 import dataclasses
 
 import pytest
-import torch
-from conftest import tiny_llama
+from conftest import repetitive_prompt, tiny_llama
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
@@ -30,14 +29,6 @@ def decode(model, prompt, config, costs=None, runtime="dynamic"):
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
     return tokens, stats
-
-
-def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
-    """Random phrases repeated with variations, so drafts are found and partly rejected."""
-    generator = torch.Generator().manual_seed(seed)
-    phrases = [torch.randint(3, vocab_size, (8,), generator=generator).tolist() for _ in range(4)]
-    order = torch.randint(0, 4, (12,), generator=generator).tolist()
-    return [token for i in order for token in phrases[i]]
 
 
 @pytest.mark.parametrize("runtime", list(RUNTIMES))

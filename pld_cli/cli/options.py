@@ -65,9 +65,9 @@ class Settings:
     runtime: Annotated[
         RuntimeKind,
         option(panel=MODEL, help="native: pld's own Llama-family forward; static: transformers' "
-               "forward on a preallocated KV cache (CUDA graphs on CUDA); dynamic: transformers' "
-               "growing cache; auto: native on a CPU where the model is covered, else static "
-               "where the model allows, else dynamic."),
+               "forward on a preallocated KV cache (both with CUDA graphs on CUDA); dynamic: "
+               "transformers' growing cache; auto: native where the model is covered, else "
+               "static where the model allows, else dynamic."),
     ] = RuntimeKind.AUTO  # fmt: skip
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")

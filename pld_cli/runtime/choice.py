@@ -1,11 +1,12 @@
 """Choosing a runtime: native where the model is covered, else the static cache, else dynamic.
 
-`--runtime auto` takes pld's own forward (`native.py`) on a CPU when it covers the model, else the
-static runtime when transformers can build a static cache for the model, else the dynamic one, with
-a note at each fallback. On CUDA it takes the static runtime with graphs (the native runtime's
-graphs, `--runtime native`, are not yet measured on a GPU); either runs eagerly when a capture
-fails. One runtime per kind is kept with the loaded model and reused while its cache is large
-enough, so graphs are captured once per process.
+`--runtime auto` takes pld's own forward (`native.py`) when it covers the model, else the static
+runtime when transformers can build a static cache for the model, else the dynamic one, with a note
+at each fallback. On CUDA both graphed runtimes replay CUDA graphs; where the native capture fails,
+`auto` moves on to the static runtime, since transformers' forward replayed as a graph beats any
+eager forward on a GPU (the launches, not the weights, decide an eager pass there). An explicit
+`--runtime` runs eagerly when its capture fails. One runtime per kind is kept with the loaded model
+and reused while its cache is large enough, so graphs are captured once per process.
 """
 
 from __future__ import annotations
@@ -49,16 +50,9 @@ def runtime_for(
 def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) -> Runtime:
     if kind == "dynamic":
         return DynamicRuntime(loaded.model)
-    if kind == "native" or (kind == "auto" and loaded.device == "cpu"):
-        try:
-            native = NativeRuntime(loaded.model, capacity)
-        except NativeUnsupported as why:
-            if kind == "native":
-                raise PldError(f"--runtime native: {why}") from None
-            report(f"native runtime unavailable ({why}); trying the static one")
-        else:
-            if native.device.type == "cuda":
-                attach_cuda_graphs(native, report, capture_native)
+    if kind in ("native", "auto"):
+        native = open_native(loaded, kind, capacity, report)
+        if native is not None:
             return native
     try:
         runtime = StaticRuntime(loaded.model, capacity)
@@ -70,6 +64,25 @@ def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) 
     if runtime.device.type == "cuda":
         attach_cuda_graphs(runtime, report)
     return runtime
+
+
+def open_native(
+    loaded: LoadedModel, kind: str, capacity: int, report: Report
+) -> NativeRuntime | None:
+    """The native runtime (with graphs on CUDA), or None where `auto` should try the static one."""
+    try:
+        native = NativeRuntime(loaded.model, capacity)
+    except NativeUnsupported as why:
+        if kind == "native":
+            raise PldError(f"--runtime native: {why}") from None
+        report(f"native runtime unavailable ({why}); trying the static one")
+        return None
+    if native.device.type == "cuda":
+        attach_cuda_graphs(native, report, capture_native)
+        if native.graphs is None and kind == "auto":
+            report("trying the static runtime's graphs instead of an eager native forward")
+            return None
+    return native
 
 
 def attach_cuda_graphs(

@@ -4,9 +4,10 @@ pld needs more of transformers than a forward call: a cache it can roll back, a 
 write position it can move, the attention and mask registries its CPU kernels hook into, and the
 names of forward arguments that changed between releases. Each function below says which
 transformers versions each of its branches serves; the rest of pld calls only these.
-Supported: transformers >= 4.56, < 6 (`pyproject.toml`). Tested: 4.56 (`make test-compat`) and
-5.24 (`make test`); the version bounds of a branch between those were read from the 5.0, 5.10 and
-5.20 sources ("5.0-5.10" below: changed in a release after 5.0, by 5.10).
+Supported: transformers >= 4.56, < 6 (`pyproject.toml`). Tested: 4.56 and 5.17 (`make
+test-compat`; 5.17 is the GPU image's) and 5.24 (`make test`); the version bounds of a branch
+between those were read from the 5.0, 5.10 and 5.20 sources ("5.0-5.10" below: changed in a
+release after 5.0, by 5.10).
 """
 
 from __future__ import annotations
@@ -143,8 +144,15 @@ def recurrent_states(cache) -> list[torch.Tensor]:
 
 def crop(cache, positions: int) -> None:
     """Forget the last `positions` positions: `crop` with a negative count, which removes that
-    many in 4.56 to 5.24 (4.56 reads a positive one as a length, 5.24 refuses it)."""
-    if positions:
+    many in 4.56 to 5.24 (4.56 reads a positive one as a length, 5.24 refuses it). The static
+    layers of 5.17 have no `crop`: their write position (cumulative_length) moves back in place."""
+    if not positions:
+        return
+    layers = getattr(cache, "layers", [])
+    if layers and not hasattr(layers[0], "crop"):
+        for layer in layers:
+            layer.cumulative_length.sub_(positions)
+    else:
         cache.crop(-positions)
 
 

@@ -44,11 +44,9 @@ class DynamicRuntime:
         self.refusal: str | None = None  # why drafting cannot be exact, if it cannot
         self.cache = self.new_cache()
         stateful = any(compat.is_linear(layer) for layer in self.cache.layers)
-        if self.refusal is None and stateful and not continues_state(model, self.cache_arg):
-            self.refusal = (
-                "pld cannot draft for this model: a pass over several positions restarts its "
-                "recurrent state instead of continuing it"
-            )
+        if self.refusal is None and stateful:
+            why = state_refusal(model, self.cache_arg)
+            self.refusal = why and f"pld cannot draft for this model: {why}"
         self._length = 0
         self.snapshot: Snapshot | None = None
 
@@ -109,11 +107,13 @@ class DynamicRuntime:
 
 
 @torch.inference_mode()
-def continues_state(model: PreTrainedModel, cache_arg: str) -> bool:
-    """Whether a pass over a few positions on top of a cached recurrent state continues from it,
-    as a verify pass must: the states after one pass over 12 positions and after 8 then 4 agree.
-    (Mamba's multi-position path in transformers 5.24 starts from a zero state.) True for conv
-    layers without one."""
+def state_refusal(model: PreTrainedModel, cache_arg: str) -> str | None:
+    """Why drafting cannot be exact for a model with conv or recurrent state, or None.
+
+    A verify pass must continue the cached state: the states after one pass over 12 positions and
+    after 8 then 4 agree (Mamba's multi-position path in transformers 5.24 starts from a zero
+    state; conv layers without a recurrent state pass). And a rejected draft must be cut back:
+    `crop` of the last positions works (5.17's conv layers fail at it on Mamba)."""
     ids = torch.arange(3, 15, device=model.device)[None] % model.config.vocab_size  # [1, 12]
     whole = compat.rollback_cache(model)
     model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg: whole})
@@ -123,4 +123,10 @@ def continues_state(model: PreTrainedModel, cache_arg: str) -> bool:
     pairs = zip(compat.recurrent_states(whole), compat.recurrent_states(split), strict=True)
     # Float error between a chunked and a split pass stays far below 5% even in bfloat16; a state
     # that restarted from zero is off by about its own size.
-    return all((a - b).abs().max() <= 0.05 * a.abs().max() for a, b in pairs)
+    if not all((a - b).abs().max() <= 0.05 * a.abs().max() for a, b in pairs):
+        return "a pass over several positions restarts its recurrent state instead of continuing it"
+    try:
+        compat.crop(split, 4)
+    except Exception as error:  # noqa: BLE001 - any failure means: no rollback on this version
+        return f"transformers {compat.transformers_version} cannot cut its cache back ({error})"
+    return None

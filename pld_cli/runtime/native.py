@@ -177,7 +177,7 @@ class NativeRuntime:
         out = F.scaled_dot_product_attention(
             rows, keys, values, attn_mask=mask, scale=w.scaling
         )  # [1, kv_heads, groups * q, d]
-        out = out.view(w.heads, q, d).transpose(0, 1).reshape(q, w.heads * d)
+        out = out.reshape(w.heads, q, d).transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded)
 
     def causal_mask(self, q: int, start: int, dtype: torch.dtype) -> torch.Tensor | None:

@@ -47,6 +47,7 @@ class NativeGraphs:
     def fits(self, q: int) -> bool:
         return q <= max(self.passes)
 
+    @torch.inference_mode()  # the buffers were made in inference mode
     def replay(self, ids: Sequence[int], start: int) -> torch.Tensor:
         """Logits [len(ids), vocab]: a view of the graph's output, valid until the next replay."""
         size = min(s for s in self.passes if s >= len(ids))

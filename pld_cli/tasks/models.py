@@ -33,7 +33,7 @@ class ModelSpec:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     trust_remote_code: bool = False
-    runtime: str = "auto"  # auto | static | dynamic (see runtimes.py)
+    runtime: str = "auto"  # auto | native | static | dynamic (see runtime/choice.py)
 
 
 @dataclass
@@ -44,7 +44,7 @@ class LoadedModel:
     device: str
     dtype: str
     runtime: str = "auto"  # the runtime kind asked for
-    runtimes: dict = field(default_factory=dict)  # kind -> open runtime, reused (runtimes.py)
+    runtimes: dict = field(default_factory=dict)  # kind -> open runtime, reused (runtime/choice.py)
 
     @property
     def eos_ids(self) -> frozenset[int]:

@@ -65,6 +65,7 @@ def test_a_cache_pld_cannot_roll_back_refuses_drafting_only(monkeypatch):
 def test_a_model_whose_passes_restart_its_recurrent_state_refuses_drafting():
     # transformers' Mamba runs a pass over several positions from a zero state: a verify pass
     # would see none of the document. Plain decoding (one position per pass) is unaffected.
+    # (transformers 5.17 fails earlier: its Mamba cache cannot be cut back.)
     mamba = runtime("mamba")
-    assert "restarts its recurrent state" in mamba.refusal
+    assert "restarts its recurrent state" in mamba.refusal or "cut its cache back" in mamba.refusal
     assert runtime("qwen3_next").refusal is None

@@ -4,8 +4,8 @@ state. Drafts are both accepted and rejected, so rollbacks happen past the windo
 
 import pytest
 import torch
+from conftest import repetitive_prompt
 from families import tiny_family_model
-from test_exactness import repetitive_prompt
 
 from pld_cli.core.decode import DecodeConfig, Pass, generate
 from pld_cli.core.stats import Stats
