@@ -44,9 +44,9 @@ class DynamicRuntime:
         self.refusal: str | None = None  # why drafting cannot be exact, if it cannot
         self.cache = self.new_cache()
         stateful = any(compat.is_linear(layer) for layer in self.cache.layers)
-        if self.refusal is None and stateful:
-            why = state_refusal(model, self.cache_arg)
-            self.refusal = why and f"pld cannot draft for this model: {why}"
+        why = state_refusal(model, self.cache_arg) if self.refusal is None and stateful else None
+        if why:
+            self.refusal = f"pld cannot draft for this model: {why}"
         self._length = 0
         self.snapshot: Snapshot | None = None
 
