@@ -69,8 +69,15 @@ def same(result: MethodResult) -> str:
     return "yes" if result.identical_to_greedy else f"NO (at {result.first_divergence})"
 
 
+def grouped_table(title: str, heads: list[str]) -> Table:
+    """A table of rows grouped by their first column: the two naming columns left, numbers right."""
+    table = Table(title=title, title_justify="left")
+    for i, head in enumerate(heads):
+        table.add_column(head, justify="left" if i < 2 else "right")
+    return table
+
+
 def items_table(report: Report) -> Table:
-    table = Table(title="pld bench: items", title_justify="left")
     heads = [
         "item",
         "method",
@@ -85,8 +92,7 @@ def items_table(report: Report) -> Table:
         "tok/s",
         "= greedy",
     ]
-    for i, head in enumerate(heads):
-        table.add_column(head, justify="left" if i < 2 else "right")
+    table = grouped_table("pld bench: items", heads)
     for row in report.items:
         for n, (method, r) in enumerate(row.methods.items()):
             table.add_row(
@@ -108,10 +114,8 @@ def items_table(report: Report) -> Table:
 
 
 def summary_table(report: Report) -> Table:
-    table = Table(title="pld bench: corpora", title_justify="left")
     heads = ["corpus", "method", "items", "tok/s", "vs greedy", "vs hf-greedy", "= greedy"]
-    for i, head in enumerate(heads):
-        table.add_column(head, justify="left" if i < 2 else "right")
+    table = grouped_table("pld bench: corpora", heads)
     for corpus, methods in report.summary().items():
         for n, (method, s) in enumerate(methods.items()):
             identical = s["identical_items"]
@@ -130,10 +134,8 @@ def summary_table(report: Report) -> Table:
 
 def documents_table(report: Report) -> Table:
     """Long items, run in parts: each part is a row of the items table; here, their totals."""
-    table = Table(title="pld bench: long documents, all parts", title_justify="left")
     heads = ["document", "method", "parts", "new tok", "decode", "tok/s", "= greedy"]
-    for i, head in enumerate(heads):
-        table.add_column(head, justify="left" if i < 2 else "right")
+    table = grouped_table("pld bench: long documents, all parts", heads)
     for document, methods in report.documents().items():
         for n, (method, d) in enumerate(methods.items()):
             identical = d["identical_parts"]
