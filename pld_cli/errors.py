@@ -16,3 +16,8 @@ class PldError(Exception):
     def __init__(self, message: str, code: ExitStatus = ExitStatus.ERROR) -> None:
         super().__init__(message)
         self.code = code
+
+
+class Unsupported(PldError):
+    """pld cannot run this model this way (a runtime, a cache, a rollback); the message says why.
+    Raised where a caller may fall back to another way (runtime/opening.py) or refuse drafting."""

@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from pld_cli.runtime.choice import attach_cuda_graphs
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from pld_cli.runtime.choice import attach_cuda_graphs
 from pld_cli.runtime.cuda_graphs import capture as capture_static
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime

@@ -45,7 +45,7 @@ def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
     """Calibrations of test models stay out of the user's pass-cost cache (one per test session);
     the converted default model is still read from, and kept in, the user's cache."""
     folder = tmp_path_factory.getbasetemp() / "pld-cache"
-    monkeypatch.setattr("pld_cli.tasks.pipeline.cache_dir", lambda: folder)
+    monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: folder)
 
 
 @pytest.fixture(scope="session")
@@ -65,6 +65,12 @@ def tiny_model_dir(tmp_path_factory) -> str:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_model_dir):
+    """The default model's tokenizer and chat template, without loading its weights."""
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
 class Stdin(io.TextIOWrapper):

@@ -11,7 +11,7 @@ from pld_cli.core.stats import Stats
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
-from pld_cli.tasks.pipeline import decode_ids, run, task_ids
+from pld_cli.tasks.pipeline import decode_ids, run_task, task_ids
 from pld_cli.tasks.prompts import Task
 
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]  # t(11) = 2 t(1)
@@ -91,8 +91,8 @@ SUMMARY_SOURCE = (
 )
 def test_default_model_pld_equals_plain(default_model, task):
     config = DecodeConfig(max_new_tokens=120)
-    pld = run(default_model, task, config)
-    plain = run(default_model, task, DecodeConfig(max_new_tokens=120, use_pld=False))
+    pld = run_task(default_model, task, config)
+    plain = run_task(default_model, task, DecodeConfig(max_new_tokens=120, use_pld=False))
     assert pld.token_ids == plain.token_ids
     assert pld.text == plain.text
     assert pld.stats.accepted_tokens > 0

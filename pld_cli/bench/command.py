@@ -74,7 +74,7 @@ def bench(
     from pld_cli.cli.render import Ui
     from pld_cli.files import atomic_write
     from pld_cli.tasks.models import load_model
-    from pld_cli.tasks.pipeline import ready
+    from pld_cli.tasks.ready import ready
 
     config, spec = settings.decode_config(), settings.model_spec()
     chosen = parse_methods(methods)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from pld_cli.errors import PldError
 from pld_cli.files import read_document
-from pld_cli.tasks.longdoc import Splitter, first_round
+from pld_cli.tasks.kinds import kind_of
+from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.prompts import Task
 
 
@@ -56,14 +57,15 @@ def manifest_item(entry: dict, manifest: Path, number: int) -> tuple[str, Task]:
     for key in ("id", "task", "file"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise PldError(f'{where}: missing or empty "{key}"')
-    kind = entry["task"]
-    if kind not in ("edit", "summarize"):
-        raise PldError(f'{where}: task must be "edit" or "summarize", not "{kind}"')
-    instruction = entry.get("instruction", "")
-    if kind == "edit" and (not isinstance(instruction, str) or not instruction.strip()):
-        raise PldError(f'{where}: an edit needs an "instruction"')
+    try:
+        kind = kind_of(entry["task"])
+    except PldError as exc:
+        raise PldError(f"{where}: {exc}") from None
+    instruction = entry.get("instruction", "") if kind.needs_instruction else ""
+    if kind.needs_instruction and (not isinstance(instruction, str) or not instruction.strip()):
+        raise PldError(f'{where}: a task "{kind.name}" needs an "instruction"')
     text, name = read_document(str(manifest.parent / entry["file"]))
-    return entry["id"], Task(kind, text, instruction.strip() if kind == "edit" else "", name)
+    return entry["id"], Task(kind.name, text, instruction.strip(), name)
 
 
 def corpus_names(folders: Sequence[Path]) -> list[str]:
@@ -89,7 +91,7 @@ def expand(items: Sequence[Item], splitter: Splitter) -> list[Item]:
     out = []
     for item in items:
         try:
-            parts = first_round(item.task, splitter)
+            parts = kind_of(item.task.kind).first_round(item.task, splitter)
         except PldError as exc:
             raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
         if len(parts) == 1:

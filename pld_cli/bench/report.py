@@ -18,11 +18,12 @@ from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, 
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.core.stats import measured_speedup, predicted_speedup, ratio
 from pld_cli.errors import ExitStatus, PldError
-from pld_cli.runtime.base import context_limit
+from pld_cli.runtime.context import context_limit
 from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.models import LoadedModel
-from pld_cli.tasks.pipeline import check_fits, ready
+from pld_cli.tasks.pipeline import check_fits
 from pld_cli.tasks.prompts import prompt_ids
+from pld_cli.tasks.ready import ready
 
 WARMUP_TOKENS = 8
 

@@ -13,8 +13,10 @@ from rich.text import Text
 
 from pld_cli.core.decode import Pass
 from pld_cli.core.stats import Stats
+from pld_cli.tasks.fragments import Fragment
 from pld_cli.tasks.longdoc import Part
-from pld_cli.tasks.pipeline import Observer, Result, Span
+from pld_cli.tasks.pipeline import Observer
+from pld_cli.tasks.result import Result
 
 COPIED_STYLE = "bold green"
 DIFF_STYLES = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "red"}
@@ -47,7 +49,7 @@ class LiveView:
     def __exit__(self, *exc_info) -> None:
         self.live.stop()
 
-    def update(self, step: Pass, spans: list[Span], stats: Stats) -> None:
+    def update(self, step: Pass, spans: list[Fragment], stats: Stats) -> None:
         for span in spans:
             self.text.append(span.text, style=COPIED_STYLE if span.copied else None)
         # Show only the tail that fits the terminal, so long outputs scroll instead of cropping.
@@ -113,7 +115,7 @@ class Ui:
                 observers.append(stack.enter_context(LiveView(self.console, label)).update)
             yield fan_out(observers) if observers else None
 
-    def pass_line(self, step: Pass, spans: list[Span], stats: Stats) -> None:
+    def pass_line(self, step: Pass, spans: list[Fragment], stats: Stats) -> None:
         origin = "prompt" if step.from_prompt else "output"
         where = "" if step.source is None else f", copied from {origin} position {step.source}"
         self.console.print(
@@ -186,7 +188,7 @@ class Ui:
 
 
 def fan_out(observers: list[Observer]) -> Observer:
-    def observe(step: Pass, spans: list[Span], stats: Stats) -> None:
+    def observe(step: Pass, spans: list[Fragment], stats: Stats) -> None:
         for observer in observers:
             observer(step, spans, stats)
 

@@ -22,10 +22,13 @@ from pld_cli.errors import PldError
 from pld_cli.files import atomic_write, read_document
 from pld_cli.tasks import longdoc
 from pld_cli.tasks.diff import unified
+from pld_cli.tasks.kinds import kind_of
 from pld_cli.tasks.longdoc import Part, Splitter
 from pld_cli.tasks.models import LoadedModel, load_model
-from pld_cli.tasks.pipeline import Result, ready, run
+from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task, prompt_ids
+from pld_cli.tasks.ready import ready
+from pld_cli.tasks.result import Result
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ def fail(ui: Ui, tally: Tally, message: str) -> None:
 
 
 def close(ui: Ui, tally: Tally) -> None:
-    runs = longdoc.summed(tally.runs) if tally.runs else Stats()
+    runs = Stats.merged(tally.runs)
     wall = time.perf_counter() - tally.start
     ui.note(
         f"{tally.done} files done, {tally.failed} failed · {runs.new_tokens} new tokens · "
@@ -136,10 +139,7 @@ class Worker:
 
     def process(self, doc: Document, request: Request, splitter: Splitter) -> Stats:
         self.doc = doc
-        if doc.task.kind == "summarize":
-            text, parts = None, longdoc.summarize(doc.task, splitter, self.call)
-        else:
-            text, parts = longdoc.edit(doc.task, splitter, self.call)
+        text, parts = kind_of(doc.task.kind).long(doc.task, splitter, self.call)
         result = longdoc.total(parts, text)
         plain = longdoc.total(parts, plain=True) if self.display.compare else None
         self.report(parts, result, plain)
@@ -153,14 +153,14 @@ class Worker:
             self.ui.note(f"{self.doc.label}: {where}")
         with self.ui.live(None if whole else where) as observe:
             try:
-                result = run(self.loaded, task, self.config, observe=observe)
+                result = run_task(self.loaded, task, self.config, observe=observe)
             except PldError as exc:  # input too long: which part
                 raise PldError(str(exc) if whole else f"{where}: {exc}") from None
         plain = None
         if self.display.compare:
             # One line per call of a long document would only repeat its "chunk" line.
             with self.ui.progress("decoding again without drafting (--compare)", quiet=not whole):
-                plain = run(self.loaded, task, self.plain_config)
+                plain = run_task(self.loaded, task, self.plain_config)
         return Part(0, 0, where, len(task.document), result, plain)
 
     def report(self, parts: list[Part], result: Result, plain: Result | None) -> None:

@@ -11,16 +11,13 @@ import functools
 import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
 from pld_cli.core.policy import AcceptanceModel, choose_length
+from pld_cli.core.runtime import Runtime
 from pld_cli.core.sampling import Sampler, verify_sampled
 from pld_cli.core.verify import accepted_prefix, verify_greedy
-
-if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
-    from pld_cli.runtime.base import Runtime
 
 
 @dataclass(frozen=True)
@@ -84,10 +81,10 @@ def generate(
         candidate = drafter.draft(min(config.num_draft, room - 1)) if config.use_pld else NO_DRAFT
         draft, reason = candidate.tokens, "fixed length" if candidate.tokens else "no match"
         if config.adaptive and draft:
-            choice = choose_length(
+            length = choose_length(
                 len(draft), candidate.run, acceptance, costs, candidate.ambiguous
             )
-            draft, reason = draft[: choice.k], choice.reason
+            draft, reason = draft[: length.k], length.reason
         accepted, emitted = verify(runtime, pending, draft)
         # The model's own token also tells whether the next, unverified candidate token was right.
         observed = candidate.tokens[: len(draft) + 1]

@@ -55,7 +55,7 @@ class AcceptanceModel:
 
 
 @dataclass(frozen=True)
-class Choice:
+class DraftLength:
     k: int  # draft tokens to verify
     expected_tokens: float  # E(k)
     seconds: float  # t(k + 1)
@@ -71,13 +71,13 @@ def choose_length(
     model: AcceptanceModel,
     costs: Sequence[float],
     ambiguous: bool = False,
-) -> Choice:
+) -> DraftLength:
     """The k <= available maximising expected tokens per second; costs[q] = t(q)."""
-    best = Choice(0, 1.0, costs[1])
+    best = DraftLength(0, 1.0, costs[1])
     expected, survive = 1.0, 1.0
     for k in range(1, min(available, len(costs) - 2) + 1):
         survive *= model.p(run + k - 1, ambiguous and k == 1)
         expected += survive
         if expected / costs[k + 1] > best.expected_tokens / best.seconds:
-            best = Choice(k, expected, costs[k + 1])
+            best = DraftLength(k, expected, costs[k + 1])
     return best

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import torch
 
 from pld_cli.core.config import SamplingConfig
-
-if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
-    from pld_cli.runtime.base import Runtime
+from pld_cli.core.runtime import Runtime
 
 
 def probabilities(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:

@@ -49,11 +49,33 @@ class Stats:
         self.stop = event.stop or self.stop
         self.pass_sizes[len(event.drafted) + 1] += 1
         for i in range(min(len(event.drafted), event.accepted + 1)):
-            if i == len(self.position_tried):
-                self.position_tried.append(0)
-                self.position_accepted.append(0)
-            self.position_tried[i] += 1
-            self.position_accepted[i] += i < event.accepted
+            self.count_position(i, 1, i < event.accepted)
+
+    COUNTS = ("prompt_tokens", "new_tokens", "passes", "drafted_tokens", "accepted_tokens",
+              "passes_accepting", "prefill_s", "decode_s")  # fmt: skip
+
+    @classmethod
+    def merged(cls, runs: Sequence[Stats]) -> Stats:
+        """The stats of several decodes as one (a long document's calls, a run's files): counts
+        and times summed, the last one's stop, the first one's costs."""
+        out = cls(costs=runs[0].costs if runs else None, stop=runs[-1].stop if runs else None)
+        for stats in runs:
+            for name in cls.COUNTS:
+                setattr(out, name, getattr(out, name) + getattr(stats, name))
+            out.pass_sizes.update(stats.pass_sizes)
+            for i, (tried, accepted) in enumerate(
+                zip(stats.position_tried, stats.position_accepted, strict=True)
+            ):
+                out.count_position(i, tried, accepted)
+        return out
+
+    def count_position(self, i: int, tried: int, accepted: int) -> None:
+        """Draft position i was verified `tried` times and accepted `accepted` times more."""
+        if i == len(self.position_tried):
+            self.position_tried.append(0)
+            self.position_accepted.append(0)
+        self.position_tried[i] += tried
+        self.position_accepted[i] += accepted
 
     @property
     def tokens_per_pass(self) -> float:

@@ -7,10 +7,8 @@ agree are exact, and the model's token after them (the bonus token) comes free.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
-    from pld_cli.runtime.base import Runtime
+from pld_cli.core.runtime import Runtime
 
 
 def accepted_prefix(draft: Sequence[int], targets: Sequence[int]) -> int:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
+from pld_cli.core.runtime import Runtime
 from pld_cli.files import atomic_write
-from pld_cli.runtime.base import Runtime
 
 MEASURED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 # Documents pld works on run to about a thousand tokens; on a CPU the attention part of a pass
@@ -33,7 +33,7 @@ def measure(runtime: Runtime, vocab_size: int) -> tuple[dict[int, float], dict[i
     A runtime with several kernel paths (`paths`, `choose(choice)`) has each path timed per q, side
     by side in one process, and runs the fastest from then on: returns the costs of the chosen
     paths and the choice {q: path} ({} for a runtime with one path)."""
-    paths = tuple(getattr(runtime, "paths", ())) or (None,)
+    paths = runtime.paths or (None,)
     generator = torch.Generator().manual_seed(0)
     context = min(CONTEXT, runtime.context_limit - max(MEASURED_SIZES) - 1)
     runtime.prefill(torch.randint(0, vocab_size, (context,), generator=generator).tolist())
@@ -101,7 +101,7 @@ def pass_costs(
         atomic_write(cache_file, json.dumps(table, indent=1, sort_keys=True))
     entry = dict(table[key])
     choice = entry.pop("paths", None)
-    if choice and hasattr(runtime, "choose"):
+    if choice:
         runtime.choose({int(q): path for q, path in choice.items()})
     return interpolate({int(q): s for q, s in entry.items()}, max_q)
 

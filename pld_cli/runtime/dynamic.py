@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from pld_cli.errors import PldError
+from pld_cli.errors import Unsupported
 from pld_cli.runtime import compat
-from pld_cli.runtime.base import context_limit
+from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.cpu_kernels import KernelPaths
 
 
@@ -37,13 +37,13 @@ class DynamicRuntime:
         self.device = model.get_input_embeddings().weight.device
         self.kernels = KernelPaths(model, self.device)
         self.paths = self.kernels.paths  # timed per pass size by the calibration (costs.py)
-        self.choose = self.kernels.choose
+        self.choose, self.notes = self.kernels.choose, self.kernels.notes
         self.name = "dynamic"
         self.context_limit = context_limit(model)
         self.cache_arg = compat.cache_argument(model)
         self.refusal: str | None = None  # why drafting cannot be exact, if it cannot
         self.cache = self.new_cache()
-        stateful = any(compat.is_linear(layer) for layer in self.cache.layers)
+        stateful = any(compat.is_linear_attention(layer) for layer in self.cache.layers)
         why = state_refusal(model, self.cache_arg) if self.refusal is None and stateful else None
         if why:
             self.refusal = f"pld cannot draft for this model: {why}"
@@ -51,9 +51,10 @@ class DynamicRuntime:
         self.snapshot: Snapshot | None = None
 
     def new_cache(self) -> DynamicCache:
+        compat.check_runs(self.model)  # a model no cache of this transformers holds: refused
         try:
             return compat.rollback_cache(self.model)
-        except compat.Unsupported as why:
+        except Unsupported as why:
             self.refusal = f"pld cannot draft for this model: {why}"
             return compat.plain_cache(self.model)
 
@@ -90,7 +91,7 @@ class DynamicRuntime:
         if length >= self._length:
             return
         if self.refusal:
-            raise PldError(self.refusal)
+            raise Unsupported(self.refusal)
         if self.snapshot is None:
             compat.crop(self.cache, self._length - length)
             self._length = length

@@ -22,22 +22,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from pld_cli.runtime.base import chosen_path, context_limit
+from pld_cli.errors import Unsupported
+from pld_cli.runtime.context import context_limit
+from pld_cli.runtime.kernels import CACHE_PADDING, folded_mask, folded_sdpa
 from pld_cli.runtime.native_model import (
     Layer,
-    NativeUnsupported,
     linear,
     native_weights,
     rms_norm,
     rotate,
     sliding_window,
 )
+from pld_cli.runtime.paths import PathChoice
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
-PADDING = 32  # cache slots past the context limit: the largest pass a graph replay pads up to
 
 
 class NativeRuntime:
@@ -46,21 +46,22 @@ class NativeRuntime:
         self.context_limit = min(context_limit(model), capacity)
         window = sliding_window(model.config)
         if window is not None and window < self.context_limit:
-            raise NativeUnsupported(
+            raise Unsupported(
                 f"a sliding window of {window} positions, under the {self.context_limit} used"
             )
         self.device, dtype = weights.embed.device, weights.embed.dtype
         # The padded layout is a CPU matmul question; CUDA passes replay graphs of plain ones.
-        self.paths = PATHS if self.device.type == "cpu" else ()
+        self.layout = PathChoice(PATHS if self.device.type == "cpu" else (), "plain")
+        self.paths, self.choose = self.layout.paths, self.layout.choose
+        self.refusal = None  # a rollback only moves the length back: always exact
         # Room past the context limit for the padded positions of a graph replay.
-        slots = self.context_limit + PADDING
+        slots = self.context_limit + CACHE_PADDING
         shape = (len(weights.layers), weights.kv_heads, slots, weights.head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=self.device)
         self.values = torch.zeros_like(self.keys)
         self.cos, self.sin = rope_tables(model, self.context_limit)  # [capacity, 1, head_dim]
         self.groups = weights.heads // weights.kv_heads
         self._length = 0
-        self.choice: dict[int, str] = {}  # measured pass size -> path
         self.graphs = None  # NativeGraphs, once captured (CUDA)
 
     @property
@@ -71,12 +72,8 @@ class NativeRuntime:
     def name(self) -> str:
         return "native+cuda-graphs" if self.graphs else "native"
 
-    def choose(self, choice: dict[int, str]) -> None:
-        """Run passes of each measured size (and the sizes just below it) on the given path."""
-        self.choice = dict(choice)
-
-    def path(self, q: int) -> str:
-        return chosen_path(self.choice, q, "plain")
+    def notes(self) -> list[str]:
+        return []
 
     def prefill(self, ids: Sequence[int]) -> None:
         self._length = 0
@@ -108,7 +105,9 @@ class NativeRuntime:
         cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
         span = slice(start, start + q)
-        return self.layers(x, span, start + q, cos, sin, mask, keep, self.path(q) == "padded")
+        return self.layers(
+            x, span, start + q, cos, sin, mask, keep, self.layout.path(q) == "padded"
+        )
 
     @torch.inference_mode()
     def run_fixed(
@@ -121,8 +120,7 @@ class NativeRuntime:
         cos, sin = self.cos[positions], self.sin[positions]  # [s, 1, head_dim]
         capacity = self.keys.shape[2]
         seen = torch.arange(capacity, device=self.device)[None] <= slots[:, None]  # [s, capacity]
-        mask = torch.zeros(seen.shape, dtype=x.dtype, device=self.device)
-        mask = mask.masked_fill_(~seen, -torch.inf).repeat(self.groups, 1)
+        mask = folded_mask(seen, self.groups, x.dtype)
         return self.layers(x, slots, capacity, cos, sin, mask, len(ids), padded=False)
 
     def layers(
@@ -170,14 +168,9 @@ class NativeRuntime:
         query, key = rotate(query, cos, sin), rotate(key, cos, sin)
         self.keys[i, :, slots] = key.transpose(0, 1)  # [kv_heads, q, d]
         self.values[i, :, slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
-        # Query head h belongs to KV head h // groups: a group's heads become rows (g, position).
-        # sdpa takes its fused CPU kernel for 4-d inputs only (3-d ones run the math path).
-        rows = query.transpose(0, 1).reshape(1, w.kv_heads, self.groups * q, d)
         keys, values = self.keys[i, None, :, :end], self.values[i, None, :, :end]
-        out = F.scaled_dot_product_attention(
-            rows, keys, values, attn_mask=mask, scale=w.scaling
-        )  # [1, kv_heads, groups * q, d]
-        out = out.reshape(w.heads, q, d).transpose(0, 1).reshape(q, w.heads * d)
+        out = folded_sdpa(query.transpose(0, 1), keys, values, mask, w.scaling)  # [heads, q, d]
+        out = out.transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded)
 
     def causal_mask(self, q: int, start: int, dtype: torch.dtype) -> torch.Tensor | None:
@@ -186,8 +179,7 @@ class NativeRuntime:
         if q == 1:
             return None
         seen = torch.ones(q, start + q, dtype=torch.bool, device=self.device).tril(start)
-        mask = torch.zeros(seen.shape, dtype=dtype, device=self.device)
-        return mask.masked_fill_(~seen, -torch.inf).repeat(self.groups, 1)
+        return folded_mask(seen, self.groups, dtype)
 
 
 @torch.inference_mode()

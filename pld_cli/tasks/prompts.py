@@ -3,8 +3,7 @@
 A template holds a system message, a user message and optionally the start of the answer (which
 pld writes for the model), separated by lines `---`, with {document}, {instruction} and {name}
 placeholders ({outline} too, in edit_part.txt: one part of a long file and a map of the whole).
-Edits ask for the whole updated file; when the model wraps it in a code fence, the fence (and any
-remark after it) is stripped.
+How the model's text becomes a result is each task kind's own (kinds/).
 """
 
 from __future__ import annotations
@@ -19,14 +18,15 @@ PLACEHOLDER = re.compile(r"\{(document|instruction|name|outline)\}")
 
 @dataclass(frozen=True)
 class Task:
-    kind: str  # 'edit' | 'summarize'
+    kind: str  # a registered task kind (kinds/): 'edit', 'summarize'
     document: str
     instruction: str = ""
     name: str = "input"  # the file's name, shown to the model
     outline: str = ""  # for one part of a long file: a map of the whole file
 
     @property
-    def template(self) -> str:
+    def template_name(self) -> str:
+        """prompts/<kind>.txt, or <kind>_part.txt for one piece of a long file."""
         return f"{self.kind}_part" if self.outline else self.kind
 
 
@@ -42,7 +42,7 @@ def template(kind: str) -> tuple[str, str, str]:
 
 
 def messages(task: Task) -> list[dict[str, str]]:
-    system, user, _ = template(task.template)
+    system, user, _ = template(task.template_name)
     fields = {
         "outline": task.outline,
         "document": task.document.rstrip("\n"),
@@ -56,33 +56,14 @@ def messages(task: Task) -> list[dict[str, str]]:
 
 def prompt_ids(tokenizer, task: Task) -> list[int]:
     """The chat (or, for a model without a chat template, plain text) ending in the answer start."""
-    chat = messages(task)
-    answer_start = template(task.template)[2]
+    chat, start = messages(task), answer_start(task)
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-        return list(tokenizer(text + answer_start, add_special_tokens=False)["input_ids"])
-    plain = "\n\n".join(m["content"] for m in chat) + "\n\n" + answer_start
+        return list(tokenizer(text + start, add_special_tokens=False)["input_ids"])
+    plain = "\n\n".join(m["content"] for m in chat) + "\n\n" + start
     return list(tokenizer(plain)["input_ids"])
 
 
-def finish(task: Task, text: str) -> str:
-    """The result to hand the user: for an edit, the file as it should be saved."""
-    text = template(task.template)[2] + text
-    if task.kind != "edit":
-        return text.strip() + "\n"
-    body = strip_fence(text)
-    if task.document.endswith("\n") and not body.endswith("\n"):
-        body += "\n"
-    return body
-
-
-def strip_fence(text: str) -> str:
-    """The body of a code fence the answer opens with (up to its last closing fence), else text.
-
-    An answer cut short before its closing fence keeps everything after the opening line.
-    """
-    lines = text.strip("\n").split("\n")
-    if not lines[0].startswith("```"):
-        return text
-    closing = [i for i, line in enumerate(lines) if i > 0 and line.strip() == "```"]
-    return "\n".join(lines[1 : closing[-1] if closing else len(lines)]) + "\n"
+def answer_start(task: Task) -> str:
+    """The start of the answer pld writes for the model (it belongs to the result)."""
+    return template(task.template_name)[2]

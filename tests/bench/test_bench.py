@@ -163,7 +163,10 @@ def test_missing_manifest(tmp_path, capsys):
     [
         ("{not json", "not valid JSON"),
         ('{"task": "edit", "file": "a.py"}', 'missing or empty "id"'),
-        ('{"id": "x", "task": "translate", "file": "a.py"}', "task must be"),
+        (
+            '{"id": "x", "task": "translate", "file": "a.py"}',
+            r"unknown task \"translate\": expected .edit. or .summarize.",
+        ),
         ('{"id": "x", "task": "edit", "file": "a.py"}', 'needs an "instruction"'),
         ('{"id": "x", "task": "summarize", "file": "gone.txt"}', "no such file"),
     ],

@@ -1,6 +1,6 @@
 """Several files in one run, long documents in parts, and --diff, from the command line.
 
-Edits that must finish (EOS) use a scripted `run` in place of the tiny random model's decode,
+Edits that must finish (EOS) use a scripted `run_task` in place of the tiny random model's decode,
 which never ends on its own; the long summary runs the tiny model itself.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pld_cli.core.stats import Stats
-from pld_cli.tasks.pipeline import Result
+from pld_cli.tasks.result import Result
 
 SOURCE = "def f(x):\n    return x + 1\n"
 SECTION = (
@@ -30,12 +30,12 @@ def errors(err: str) -> list[str]:
 def scripted_edit(monkeypatch):
     """Edits rename f to g and finish at EOS, except in files containing 'LONG' (cut short)."""
 
-    def run(loaded, task, config, observe=None):
+    def run_task(loaded, task, config, observe=None):
         stop = "max_new_tokens" if "LONG" in task.document else "eos"
         text = task.document.replace("def f", "def g")
         return Result(text, [1, 2], Stats(new_tokens=2, passes=1, decode_s=0.1, stop=stop))
 
-    monkeypatch.setattr("pld_cli.cli.run.run", run)
+    monkeypatch.setattr("pld_cli.cli.run.run_task", run_task)
 
 
 def files(tmp_path, **contents) -> list[str]:

@@ -49,8 +49,8 @@ def test_the_calibration_chooses_a_kernel_path_per_size_and_caches_the_choice(tm
     runtime = NativeRuntime(model, 2048)
     cache = tmp_path / "costs.json"
     first = costs.pass_costs(runtime, 64, "tiny|cpu|native", cache, 11)
-    chosen = runtime.choice
+    chosen = runtime.layout.choice
     assert set(chosen) == set(costs.MEASURED_SIZES) and set(chosen.values()) <= set(runtime.paths)
     again = NativeRuntime(model, 2048)
     assert costs.pass_costs(again, 64, "tiny|cpu|native", cache, 11) == first
-    assert again.choice == chosen
+    assert again.layout.choice == chosen

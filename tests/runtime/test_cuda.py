@@ -8,14 +8,14 @@ from conftest import repetitive_prompt, tiny_llama
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
-from pld_cli.runtime.choice import attach_cuda_graphs
 from pld_cli.runtime.cuda_graphs import capture as capture_static
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.native_graphs import capture as capture_native
+from pld_cli.runtime.opening import attach_cuda_graphs
 from pld_cli.runtime.static import StaticRuntime
 from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model
-from pld_cli.tasks.pipeline import run
+from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -94,8 +94,8 @@ def cuda_default_model() -> LoadedModel:
 )
 def test_default_model_pld_equals_plain_on_cuda_in_float32(cuda_default_model, task):
     loaded = cuda_default_model
-    pld = run(loaded, task, DecodeConfig(max_new_tokens=96))
-    plain = run(loaded, task, DecodeConfig(max_new_tokens=96, use_pld=False))
-    assert loaded.runtimes["auto"].name == "native+cuda-graphs"
+    pld = run_task(loaded, task, DecodeConfig(max_new_tokens=96))
+    plain = run_task(loaded, task, DecodeConfig(max_new_tokens=96, use_pld=False))
+    assert loaded.runtimes.open["auto"].name == "native+cuda-graphs"
     assert pld.token_ids == plain.token_ids
     assert pld.stats.passes < plain.stats.passes

@@ -6,7 +6,7 @@ import pytest
 import torch
 from families import WINDOW, tiny_family_model
 
-from pld_cli.errors import PldError
+from pld_cli.errors import PldError, Unsupported
 from pld_cli.runtime import compat
 from pld_cli.runtime.dynamic import DynamicRuntime
 
@@ -52,7 +52,7 @@ def test_a_rollback_before_the_last_pass_of_a_recurrent_model_is_refused():
 
 def test_a_cache_pld_cannot_roll_back_refuses_drafting_only(monkeypatch):
     def unsupported(model):
-        raise compat.Unsupported("its FancyLayer cache layers")
+        raise Unsupported("its FancyLayer cache layers")
 
     monkeypatch.setattr(compat, "rollback_cache", unsupported)
     plain = runtime("llama")

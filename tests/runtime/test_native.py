@@ -16,10 +16,10 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from pld_cli.errors import Unsupported
 from pld_cli.runtime import native_graphs
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.native_model import NativeUnsupported
 
 SHAPE = dict(vocab_size=96, hidden_size=96, intermediate_size=96, num_hidden_layers=2,
              num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=512,
@@ -123,7 +123,7 @@ def test_a_full_cache_refuses_and_prefill_starts_over():
 def test_the_measured_path_choice_covers_the_sizes_below_each_measured_one():
     native = NativeRuntime(tiny_llama(0), 16)
     native.choose({1: "plain", 4: "padded", 8: "plain"})
-    assert [native.path(q) for q in (1, 2, 4, 5, 8, 9)] == [
+    assert [native.layout.path(q) for q in (1, 2, 4, 5, 8, 9)] == [
         "plain", "padded", "padded", "plain", "plain", "plain"
     ]  # fmt: skip
 
@@ -143,7 +143,7 @@ def small(config_class, **changes):
     ],
 )  # fmt: skip
 def test_uncovered_models_are_refused_with_a_reason(model, reason):
-    with pytest.raises(NativeUnsupported, match=reason):
+    with pytest.raises(Unsupported, match=reason):
         NativeRuntime(model(), 256)
 
 

@@ -5,10 +5,10 @@ import torch
 from conftest import tiny_llama
 from families import tiny_family_model
 
-from pld_cli.errors import PldError
+from pld_cli.errors import PldError, Unsupported
 from pld_cli.runtime import compat
 from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.static import StaticRuntime, StaticUnsupported
+from pld_cli.runtime.static import StaticRuntime
 
 
 def assert_same_cache(static: StaticRuntime, dynamic: DynamicRuntime) -> None:
@@ -55,7 +55,7 @@ def test_context_limit_is_the_capacity_and_a_full_cache_refuses():
 def test_conv_and_recurrent_models_are_refused(family):
     try:
         model = tiny_family_model(family)
-        with pytest.raises(StaticUnsupported, match="not only full ones"):
+        with pytest.raises(Unsupported, match="not only full ones"):
             StaticRuntime(model, 64)
     except PldError:  # older transformers: refused for every runtime
         pass

@@ -11,8 +11,8 @@ from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
 from pld_cli.tasks import longdoc
 from pld_cli.tasks.longdoc import Part, Splitter
-from pld_cli.tasks.pipeline import Result
 from pld_cli.tasks.prompts import Task
+from pld_cli.tasks.result import Result
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ LONG = "".join(SECTION.format(n=n) for n in range(12))
 
 def test_a_document_that_fits_is_one_call(tokenizer):
     calls = []
-    parts = longdoc.summarize(Task("summarize", "Short text."), splitter(tokenizer),
+    parts = longdoc.map_reduce(Task("summarize", "Short text."), splitter(tokenizer),
                               scripted(first_sentence, calls))  # fmt: skip
     assert len(parts) == 1 and calls == [Task("summarize", "Short text.")]
 
@@ -54,7 +54,7 @@ def test_a_document_that_fits_is_one_call(tokenizer):
 def test_long_documents_are_mapped_then_reduced(tokenizer):
     calls = []
     cut = splitter(tokenizer, chunk_tokens=300)
-    parts = longdoc.summarize(Task("summarize", LONG), cut, scripted(first_sentence, calls))
+    parts = longdoc.map_reduce(Task("summarize", LONG), cut, scripted(first_sentence, calls))
     assert [p.round for p in parts] == [1] * (len(parts) - 1) + [2]
     assert [p.index for p in parts] == list(range(1, len(parts) + 1))
     assert all(cut.count(t.document) <= 300 for t in calls)
@@ -68,7 +68,7 @@ def test_long_documents_are_mapped_then_reduced(tokenizer):
 def test_summaries_that_do_not_shrink_are_an_error(tokenizer):
     cut = splitter(tokenizer, chunk_tokens=300)
     with pytest.raises(PldError, match="no shorter"):
-        longdoc.summarize(Task("summarize", LONG), cut, scripted(lambda t: t.document, []))
+        longdoc.map_reduce(Task("summarize", LONG), cut, scripted(lambda t: t.document, []))
 
 
 CODE = "".join(f"def f{n}(x):\n    return x + {n}\n\n\n" for n in range(40))
@@ -76,7 +76,7 @@ CODE = "".join(f"def f{n}(x):\n    return x + {n}\n\n\n" for n in range(40))
 
 def test_a_long_edit_goes_in_pieces_with_an_outline(tokenizer):
     calls = []
-    text, parts = longdoc.edit(
+    text, parts = longdoc.edit_in_pieces(
         Task("edit", CODE, "Add one.", "a.py"),
         splitter(tokenizer, max_new_tokens=64, chunk_tokens=200),
         scripted(lambda t: t.document.replace("return x", "return 1 + x"), calls),
@@ -89,7 +89,7 @@ def test_a_long_edit_goes_in_pieces_with_an_outline(tokenizer):
 
 
 def test_a_piece_cut_short_is_named(tokenizer):
-    _, parts = longdoc.edit(Task("edit", CODE, "Add one.", "a.py"),
+    _, parts = longdoc.edit_in_pieces(Task("edit", CODE, "Add one.", "a.py"),
                             splitter(tokenizer, max_new_tokens=64, chunk_tokens=200),
                             scripted(lambda t: t.document, [], stop="max_new_tokens"))  # fmt: skip
     assert longdoc.unfinished(parts) is parts[0]
@@ -98,7 +98,9 @@ def test_a_piece_cut_short_is_named(tokenizer):
 def test_a_short_edit_is_one_call(tokenizer):
     calls = []
     task = Task("edit", CODE[:60], "Add one.", "a.py")
-    text, parts = longdoc.edit(task, splitter(tokenizer), scripted(lambda t: "x\n", calls))
+    text, parts = longdoc.edit_in_pieces(
+        task, splitter(tokenizer), scripted(lambda t: "x\n", calls)
+    )
     assert text == "x\n" and calls == [task]
 
 

@@ -1,21 +1,7 @@
 import pytest
 
-from pld_cli.core.decode import Pass
 from pld_cli.errors import PldError
-from pld_cli.tasks.pipeline import SpanDecoder, check_fits
-
-TEXT = "Zoë's café — naïve 東京 résumé:\n    return x  # ok ✓\n" * 3
-
-
-def test_spans_add_up_to_the_decoded_text(default_model):
-    tokenizer = default_model.tokenizer
-    ids = tokenizer(TEXT, add_special_tokens=False)["input_ids"]
-    decoder, spans = SpanDecoder(tokenizer), []
-    for start in range(0, len(ids), 3):  # passes of 3 tokens: 2 copied, then the model's own
-        chunk = tuple(ids[start : start + 3])
-        spans += decoder.feed(Pass(chunk[:2], min(2, len(chunk)), chunk, 0, True, 0.0))
-    assert "".join(span.text for span in spans) == tokenizer.decode(ids)
-    assert {span.copied for span in spans} == {True, False}
+from pld_cli.tasks.pipeline import check_fits
 
 
 def test_input_that_does_not_fit_names_the_counts():

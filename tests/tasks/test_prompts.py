@@ -1,4 +1,4 @@
-from pld_cli.tasks.prompts import Task, finish, messages, prompt_ids, strip_fence, template
+from pld_cli.tasks.prompts import Task, answer_start, messages, prompt_ids, template
 
 
 def test_edit_prompt_carries_instruction_name_and_document():
@@ -14,32 +14,11 @@ def test_summarize_prompt_has_the_document():
     assert "Some report text." in chat[1]["content"]
 
 
-def test_strip_one_surrounding_fence():
-    assert strip_fence("```python\na = 1\n```\n") == "a = 1\n"
+def test_the_edit_answer_starts_with_a_fence_so_the_model_writes_the_file_at_once():
+    assert template("edit")[2] == answer_start(Task("edit", "a")) == "```\n"
+    assert answer_start(Task("summarize", "doc")) == ""
 
 
-def test_strip_fence_drops_remarks_after_it_and_keeps_inner_fences():
-    text = "```markdown\n# T\n```sh\nls\n```\nend\n```\nThis file now has a title."
-    assert strip_fence(text) == "# T\n```sh\nls\n```\nend\n"
-
-
-def test_unfenced_text_is_kept():
-    assert strip_fence("a = 1\n") == "a = 1\n"
-
-
-def test_an_answer_cut_before_its_closing_fence_loses_only_the_opening_line():
-    assert strip_fence("```python\na = 1\nb =") == "a = 1\nb =\n"
-
-
-def test_finish_adds_the_answer_start_and_keeps_the_final_newline():
-    # The edit template starts the answer with a fence, so the model writes the file right away.
-    assert template("edit")[2] == "```\n"
-    assert finish(Task("edit", "a = 1\n"), "a = 2\n```\nDone.") == "a = 2\n"
-    assert finish(Task("edit", "a = 1\n"), "a = 2```") == "a = 2```\n"
-    assert finish(Task("summarize", "doc"), "  A summary.  ") == "A summary.\n"
-
-
-def test_prompt_ends_with_the_answer_start(default_model):
-    tokenizer = default_model.tokenizer
+def test_prompt_ends_with_the_answer_start(tokenizer):
     text = tokenizer.decode(prompt_ids(tokenizer, Task("edit", "a = 1\n", "x", "a.py")))
     assert text.endswith("<|im_start|>assistant\n```\n")

@@ -1,0 +1,100 @@
+"""Opening a runtime: native where the model is covered, else the static cache, else dynamic.
+
+`--runtime auto` takes pld's own forward (`native.py`) when it covers the model, else the static
+runtime when transformers can build a static cache for the model, else the dynamic one, with a note
+at each fallback. On CUDA both graphed runtimes replay CUDA graphs; where the native capture fails,
+`auto` moves on to the static runtime, since transformers' forward replayed as a graph beats any
+eager forward on a GPU (the launches, not the weights, decide an eager pass there). An explicit
+`--runtime` runs eagerly when its capture fails. A `RuntimePool` keeps one runtime per kind for a
+model and reuses it while its cache is large enough, so graphs are captured once per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from transformers import PreTrainedModel
+
+from pld_cli.core.runtime import Runtime
+from pld_cli.errors import PldError, Unsupported
+from pld_cli.runtime.context import context_limit
+from pld_cli.runtime.cuda_graphs import capture
+from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.native import NativeRuntime
+from pld_cli.runtime.native_graphs import capture as capture_native
+from pld_cli.runtime.static import StaticRuntime
+
+CAPACITY_STEP = 512  # static caches grow in steps, so a bench reuses one across its items
+
+Note = Callable[[str], None]  # a line for --verbose
+
+
+class RuntimePool:
+    """The open runtimes of one model, one per kind, each reused while its cache is large enough.
+    `kind` is the one asked for at load time (`--runtime`: auto, native, static or dynamic)."""
+
+    def __init__(self, model: PreTrainedModel, kind: str = "auto") -> None:
+        self.model, self.kind = model, kind
+        self.open: dict[str, Runtime] = {}
+
+    def get(self, positions: int, kind: str | None = None, note: Note = lambda _: None) -> Runtime:
+        """The runtime of `kind` (default: the pool's) with room for `positions` positions."""
+        kind = kind or self.kind
+        positions = min(positions, context_limit(self.model))
+        current = self.open.get(kind)
+        if current is None or current.context_limit < positions:
+            capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP
+            current = self.open[kind] = open_runtime(self.model, kind, capacity, note)
+            note(f"runtime: {current.name}, room for {current.context_limit} positions")
+            for line in current.notes():
+                note(line)
+        return current
+
+
+def open_runtime(model: PreTrainedModel, kind: str, capacity: int, note: Note) -> Runtime:
+    if kind == "dynamic":
+        return DynamicRuntime(model)
+    if kind in ("native", "auto"):
+        native = open_native(model, kind, capacity, note)
+        if native is not None:
+            return native
+    try:
+        runtime = StaticRuntime(model, capacity)
+    except Unsupported as why:
+        if kind == "static":
+            raise PldError(f"--runtime static: {why}") from None
+        note(f"static runtime unavailable ({why}); using the dynamic one")
+        return DynamicRuntime(model)
+    if runtime.device.type == "cuda":
+        attach_cuda_graphs(runtime, note)
+    return runtime
+
+
+def open_native(
+    model: PreTrainedModel, kind: str, capacity: int, note: Note
+) -> NativeRuntime | None:
+    """The native runtime (with graphs on CUDA), or None where `auto` should try the static one."""
+    try:
+        native = NativeRuntime(model, capacity)
+    except Unsupported as why:
+        if kind == "native":
+            raise PldError(f"--runtime native: {why}") from None
+        note(f"native runtime unavailable ({why}); trying the static one")
+        return None
+    if native.device.type == "cuda":
+        attach_cuda_graphs(native, note, capture_native)
+        if native.graphs is None and kind == "auto":
+            note("trying the static runtime's graphs instead of an eager native forward")
+            return None
+    return native
+
+
+def attach_cuda_graphs(
+    runtime: StaticRuntime | NativeRuntime, note: Note, capture_graphs: Callable = capture
+) -> None:
+    runtime.prefill([0])  # the graphs read the cache tensors a first pass allocates
+    try:
+        runtime.graphs = capture_graphs(runtime)
+    except Exception as why:  # noqa: BLE001 - any failure leaves the eager runtime
+        note(f"CUDA graphs off ({why}); the {runtime.name} runtime runs eagerly")
+    runtime.prefill([])

@@ -1,0 +1,36 @@
+"""Edits: the whole updated file, its code fence stripped; a long file in pieces stitched back."""
+
+from __future__ import annotations
+
+from pld_cli.tasks import longdoc
+from pld_cli.tasks.kinds import Calls, TaskKind
+from pld_cli.tasks.longdoc import Splitter
+from pld_cli.tasks.prompts import Task
+
+
+def finish(task: Task, text: str) -> str:
+    """The file as it should be saved: the body of a fence the answer opens with, else the
+    answer; ending in a newline where the original did."""
+    body = strip_fence(text)
+    if task.document.endswith("\n") and not body.endswith("\n"):
+        body += "\n"
+    return body
+
+
+def strip_fence(text: str) -> str:
+    """The body of a code fence the answer opens with (up to its last closing fence), else text.
+
+    An answer cut short before its closing fence keeps everything after the opening line.
+    """
+    lines = text.strip("\n").split("\n")
+    if not lines[0].startswith("```"):
+        return text
+    closing = [i for i, line in enumerate(lines) if i > 0 and line.strip() == "```"]
+    return "\n".join(lines[1 : closing[-1] if closing else len(lines)]) + "\n"
+
+
+def first_round(task: Task, splitter: Splitter) -> Calls:
+    return longdoc.piece_tasks(task, splitter)[1] or [("the whole file", task)]
+
+
+KIND = TaskKind("edit", True, finish, longdoc.edit_in_pieces, first_round)

@@ -1,0 +1,26 @@
+"""Summaries: the model's text, trimmed; a long document summarized by map-reduce."""
+
+from __future__ import annotations
+
+from pld_cli.tasks import longdoc
+from pld_cli.tasks.kinds import Calls, TaskKind
+from pld_cli.tasks.longdoc import Decode, Part, Splitter
+from pld_cli.tasks.prompts import Task
+
+
+def finish(task: Task, text: str) -> str:
+    return text.strip() + "\n"
+
+
+def long(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+    parts = longdoc.map_reduce(task, splitter, decode)
+    return parts[-1].result.text, parts
+
+
+def first_round(task: Task, splitter: Splitter) -> Calls:
+    if splitter.fits(task):
+        return [("the whole document", task)]
+    return longdoc.chunk_tasks(task, splitter)
+
+
+KIND = TaskKind("summarize", False, finish, long, first_round)

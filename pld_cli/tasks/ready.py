@@ -1,0 +1,43 @@
+"""A runtime made ready for a decode: opened, refused where it cannot draft, calibrated.
+
+Drafting needs a runtime that rolls back exactly (`Runtime.refusal` says why one cannot); adaptive
+drafting and runtimes with several kernel paths need the measured pass costs t(q), calibrated once
+per model, device, dtype and runtime and then read from the user cache (runtime/costs.py).
+"""
+
+from __future__ import annotations
+
+from pld_cli.cache import cache_dir
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.runtime import Runtime
+from pld_cli.errors import PldError
+from pld_cli.runtime.costs import CALIBRATION_POSITIONS, cost_key, pass_costs
+from pld_cli.runtime.opening import Note
+from pld_cli.tasks.models import LoadedModel
+
+
+def ready(
+    loaded: LoadedModel,
+    positions: int,
+    config: DecodeConfig,
+    runtime_kind: str | None = None,
+    report: Note = lambda _: None,
+    note: Note = lambda _: None,
+) -> tuple[Runtime, list[float] | None]:
+    """A runtime with room for `positions` and, for adaptive drafting, its t(q): calibrated once
+    per model, device, dtype and runtime, then read from the cache. Call it ahead of a decode to
+    do that work (and graph capture) outside the timed loop. `report` shows progress, `note`
+    says which runtime runs and why."""
+    runtime = loaded.runtimes.get(max(positions, CALIBRATION_POSITIONS), runtime_kind, note)
+    refusal = runtime.refusal
+    if config.use_pld and refusal:
+        raise PldError(f"{refusal}; rerun with --no-pld")
+    # A runtime with kernel paths is calibrated for plain decoding too: that chooses the paths.
+    # One that cannot roll back (the refusal) is not: a calibration rolls back after each pass.
+    if refusal or not (config.adaptive or runtime.paths):
+        return runtime, None
+    key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
+    vocab_size = loaded.model.config.vocab_size
+    cache_file = cache_dir() / "pass-costs.json"
+    costs = pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
+    return runtime, costs if config.adaptive else None
