@@ -1,4 +1,4 @@
-"""The methods a benchmark compares, each a runner (model, prompt ids, config) -> Run.
+"""The methods a benchmark compares, each a runner (model, prompt ids, config) -> MethodRun.
 
 `greedy`, `pld` and `pld-fixed` are pld's own loop with drafting off, adaptive and fixed-length;
 `hf-pld` is transformers' built-in prompt lookup and `hf-greedy` its plain `generate()`, timed
@@ -26,7 +26,7 @@ HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 
 
 @dataclass(frozen=True)
-class Run:
+class MethodRun:
     """What one decode produced. None where a method cannot tell (see run_hf_generate)."""
 
     token_ids: list[int]  # the new tokens, EOS included
@@ -44,7 +44,7 @@ class Run:
         return len(self.token_ids)
 
 
-Runner = Callable[[LoadedModel, list[int], DecodeConfig], Run]
+Runner = Callable[[LoadedModel, list[int], DecodeConfig], MethodRun]
 
 
 def run_loop(
@@ -53,7 +53,7 @@ def run_loop(
     config: DecodeConfig,
     runtime_kind: str | None = None,
     **changes,
-) -> Run:
+) -> MethodRun:
     """pld's own decode loop with the config changed as given (only tokens and timings)."""
     trace = []
     config = dataclasses.replace(config, **changes)
@@ -62,8 +62,8 @@ def run_loop(
     )
     counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
     if not config.use_pld:
-        return Run(tokens, len(ids), *counts, stats.decode_s)
-    return Run(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
+        return MethodRun(tokens, len(ids), *counts, stats.decode_s)
+    return MethodRun(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
 
 
 def pass_record(step: Pass) -> dict:
@@ -77,7 +77,7 @@ def pass_record(step: Pass) -> dict:
 
 def run_hf_generate(
     loaded: LoadedModel, ids: list[int], config: DecodeConfig, lookup: int | None = None
-) -> Run:
+) -> MethodRun:
     """transformers' generate (with prompt lookup of `lookup` tokens), timed by a forward hook.
 
     Every forward call emits tokens, the first too: it prefills the prompt and verifies a first
@@ -127,10 +127,12 @@ def run_hf_generate(
         handle.remove()
     tokens = out[0, len(ids) :].tolist()
     accepted = max(len(tokens) - len(ends), 0)
-    return Run(tokens, len(ids), len(ends), None, accepted, None, end - ends[0] if ends else 0.0)
+    return MethodRun(
+        tokens, len(ids), len(ends), None, accepted, None, end - ends[0] if ends else 0.0
+    )
 
 
-# A method is one entry: a function (model, prompt ids, config) -> Run.
+# A method is one entry: a function (model, prompt ids, config) -> MethodRun.
 LOOP_RUNNERS: dict[str, Runner] = {
     "greedy": functools.partial(run_loop, use_pld=False),
     "pld": functools.partial(run_loop, use_pld=True),

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pld_cli.bench.report import MethodResult, Report, pooled_mean_accepted
+from pld_cli.bench.results import BenchReport, MethodResult, pooled_mean_accepted
 from pld_cli.core.stats import predicted_speedup, ratio
 from pld_cli.errors import PldError
 
@@ -77,7 +77,7 @@ def grouped_table(title: str, heads: list[str]) -> Table:
     return table
 
 
-def items_table(report: Report) -> Table:
+def items_table(report: BenchReport) -> Table:
     heads = [
         "item",
         "method",
@@ -113,7 +113,7 @@ def items_table(report: Report) -> Table:
     return table
 
 
-def summary_table(report: Report) -> Table:
+def summary_table(report: BenchReport) -> Table:
     heads = ["corpus", "method", "items", "tok/s", "vs greedy", "vs hf-greedy", "= greedy"]
     table = grouped_table("pld bench: corpora", heads)
     for corpus, methods in report.summary().items():
@@ -132,7 +132,7 @@ def summary_table(report: Report) -> Table:
     return table
 
 
-def documents_table(report: Report) -> Table:
+def documents_table(report: BenchReport) -> Table:
     """Long items, run in parts: each part is a row of the items table; here, their totals."""
     heads = ["document", "method", "parts", "new tok", "decode", "tok/s", "= greedy"]
     table = grouped_table("pld bench: long documents, all parts", heads)
@@ -152,7 +152,7 @@ def documents_table(report: Report) -> Table:
     return table
 
 
-def show(report: Report, to_stderr: bool) -> None:
+def show(report: BenchReport, to_stderr: bool) -> None:
     out = console(stderr=to_stderr)
     out.print(
         f"pld bench: {report.model} ({report.device}, {report.dtype}), median of "
@@ -173,7 +173,7 @@ def require_matplotlib() -> None:
         raise PldError("--plot needs matplotlib: pip install 'pld-cli[plot]'")
 
 
-def plot(report: Report, path: Path) -> None:
+def plot(report: BenchReport, path: Path) -> None:
     """Measured speedup vs copy rate per item and method, over the formula's curve per corpus."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -18,7 +18,7 @@ except ImportError:
     from click import exceptions as click_exceptions
 
 from pld_cli import __version__
-from pld_cli.bench.command import bench
+from pld_cli.cli.bench import bench
 from pld_cli.cli.options import Display, Settings, with_options
 from pld_cli.errors import ExitStatus, PldError
 

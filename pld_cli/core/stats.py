@@ -83,11 +83,11 @@ class Stats:
 
     @property
     def copy_rate(self) -> float:
-        return ratio(self.accepted_tokens, self.new_tokens)
+        return copy_rate(self.accepted_tokens, self.new_tokens)
 
     @property
     def mean_accepted(self) -> float:
-        return ratio(self.accepted_tokens, self.passes_accepting)
+        return mean_accepted(self.accepted_tokens, self.passes_accepting)
 
     @property
     def tokens_per_s(self) -> float:
@@ -137,6 +137,16 @@ class Stats:
 def ratio(part: float, whole: float) -> float:
     """part / whole, 0 when there is no whole (no tokens, no passes, no time yet)."""
     return part / whole if whole else 0.0
+
+
+def copy_rate(accepted_tokens: int, new_tokens: int) -> float:
+    """f: the share of new tokens that came from accepted drafts."""
+    return ratio(accepted_tokens, new_tokens)
+
+
+def mean_accepted(accepted_tokens: int, passes_accepting: int) -> float:
+    """L: accepted draft tokens per pass that accepted any."""
+    return ratio(accepted_tokens, passes_accepting)
 
 
 def measured_speedup(rate: float, baseline_rate: float) -> float | None:

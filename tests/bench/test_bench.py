@@ -9,13 +9,15 @@ import sys
 import pytest
 
 from pld_cli.bench import corpus as bench_corpus
-from pld_cli.bench import report as bench
+from pld_cli.bench import results as bench_results
+from pld_cli.bench import run as bench
 from pld_cli.bench import view as bench_view
 from pld_cli.bench.corpus import Item, load_corpus
-from pld_cli.bench.methods import Run
-from pld_cli.bench.report import ItemResult, MethodResult, Report
+from pld_cli.bench.methods import MethodRun
+from pld_cli.bench.results import BenchReport, ItemResult, MethodResult
 from pld_cli.cli.app import main
 from pld_cli.core.config import SamplingConfig
+from pld_cli.errors import PldError
 from pld_cli.tasks.prompts import Task
 
 METHOD_KEYS = {
@@ -174,7 +176,7 @@ def test_missing_manifest(tmp_path, capsys):
 def test_bad_manifest(tmp_path, line, message):
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "manifest.jsonl").write_text(line + "\n")
-    with pytest.raises(bench.PldError, match=message):
+    with pytest.raises(PldError, match=message):
         load_corpus(tmp_path)
 
 
@@ -203,11 +205,11 @@ def test_plot_without_matplotlib_fails_before_loading(corpus, capsys, monkeypatc
     assert err == "pld: error: --plot needs matplotlib: pip install 'pld-cli[plot]'\n"
 
 
-def synthetic_report() -> Report:
+def synthetic_report() -> BenchReport:
     """Two items, greedy and pld, with known counts and times."""
 
     def result(tokens, passes, accepted, accepting, seconds):
-        run = Run(tokens, 10, passes, 2 * accepted, accepted, accepting, seconds)
+        run = MethodRun(tokens, 10, passes, 2 * accepted, accepted, accepting, seconds)
         return MethodResult(run, seconds)
 
     items = []
@@ -215,7 +217,7 @@ def synthetic_report() -> Report:
         runs = {"greedy": [result(tokens, len(tokens), 0, 0, seconds).run],
                 "pld": [result(tokens, 2, len(tokens) - 2, 2, seconds / 2).run]}  # fmt: skip
         items.append(ItemResult(Item(f"i{n}", "c", Task("summarize", "d")), bench.compare(runs)))
-    return Report("m", "cpu", "float32", 1, 16, SamplingConfig(), items, 1.0)
+    return BenchReport("m", "cpu", "float32", 1, 16, SamplingConfig(), items, 1.0)
 
 
 def test_summary_aggregates_synthetic():
@@ -224,13 +226,13 @@ def test_summary_aggregates_synthetic():
     assert summary["pld"]["tokens_per_s"] == pytest.approx(10 / 0.35, abs=0.01)
     assert summary["pld"]["speedup_vs_greedy"] == pytest.approx(2.0)
     assert summary["pld"]["identical_items"] == 2
-    assert bench.pooled_mean_accepted(synthetic_report(), "c") == pytest.approx(6 / 4)
+    assert bench_results.pooled_mean_accepted(synthetic_report(), "c") == pytest.approx(6 / 4)
 
 
 def test_first_divergence():
-    assert bench.first_divergence([1, 2, 3], [1, 2, 3]) is None
-    assert bench.first_divergence([1, 2, 3], [1, 5, 3]) == 1
-    assert bench.first_divergence([1, 2], [1, 2, 3]) == 2
+    assert bench_results.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert bench_results.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert bench_results.first_divergence([1, 2], [1, 2, 3]) == 2
 
 
 def test_plot_writes_png(tmp_path):

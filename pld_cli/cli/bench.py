@@ -70,7 +70,7 @@ def bench(
 
     from pld_cli.bench import view as bench_view
     from pld_cli.bench.corpus import load_corpora
-    from pld_cli.bench.report import parse_methods, run_bench
+    from pld_cli.bench.run import parse_methods, run_bench
     from pld_cli.cli.render import Ui
     from pld_cli.files import atomic_write
     from pld_cli.tasks.models import load_model

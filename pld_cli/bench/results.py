@@ -1,36 +1,23 @@
-"""Benchmarking decoding methods on equal terms: one model, same prompts, methods interleaved.
+"""A benchmark's results as data: per item and method, what ran and how fast; per corpus, totals.
 
-Each method is a runner from bench_methods.py. Per item, every repeat runs every method in turn so
-machine drift hits all alike; times are medians over the repeats and the speedup is measured
-against greedy, next to the estimate 1 / (f/L + (1 - f)).
+Every formula over the counts (f, L, the speedup estimate, measured speedups) is core/stats.py's.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pld_cli.bench.corpus import Item, expand
-from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, runner
-from pld_cli.core.config import DecodeConfig, SamplingConfig
-from pld_cli.core.stats import measured_speedup, predicted_speedup, ratio
-from pld_cli.errors import ExitStatus, PldError
-from pld_cli.runtime.context import context_limit
-from pld_cli.tasks.longdoc import Splitter
-from pld_cli.tasks.models import LoadedModel
-from pld_cli.tasks.pipeline import check_fits
-from pld_cli.tasks.prompts import prompt_ids
-from pld_cli.tasks.ready import ready
-
-WARMUP_TOKENS = 8
+from pld_cli.bench.corpus import Item
+from pld_cli.bench.methods import MethodRun
+from pld_cli.core.config import SamplingConfig
+from pld_cli.core.stats import copy_rate, mean_accepted, measured_speedup, predicted_speedup, ratio
 
 
 @dataclass
 class MethodResult:
-    run: Run  # the first repeat's tokens and counts
+    run: MethodRun  # the first repeat's tokens and counts
     decode_s: float  # median over the repeats
     speedup_vs_greedy: float | None = None
     speedup_vs_hf_greedy: float | None = None  # over transformers' generate(), what users run
@@ -43,13 +30,13 @@ class MethodResult:
 
     @property
     def copy_rate(self) -> float:
-        return ratio(self.run.accepted_tokens, self.run.new_tokens)
+        return copy_rate(self.run.accepted_tokens, self.run.new_tokens)
 
     @property
     def mean_accepted(self) -> float | None:
         if self.run.passes_accepting is None:
             return None
-        return ratio(self.run.accepted_tokens, self.run.passes_accepting)
+        return mean_accepted(self.run.accepted_tokens, self.run.passes_accepting)
 
     @property
     def predicted_speedup(self) -> float | None:
@@ -92,7 +79,7 @@ class ItemResult:
 
 
 @dataclass
-class Report:
+class BenchReport:
     model: str
     device: str
     dtype: str
@@ -180,7 +167,7 @@ class Report:
         ]
 
 
-def pooled_mean_accepted(report: Report, corpus: str, method: str = "pld") -> float | None:
+def pooled_mean_accepted(report: BenchReport, corpus: str, method: str = "pld") -> float | None:
     """A corpus's mean accepted run L for a method: its accepted tokens over accepting passes."""
     runs = [
         r.methods[method].run
@@ -190,7 +177,7 @@ def pooled_mean_accepted(report: Report, corpus: str, method: str = "pld") -> fl
     if not runs or any(run.passes_accepting is None for run in runs):
         return None
     accepting = sum(run.passes_accepting for run in runs)
-    return sum(run.accepted_tokens for run in runs) / accepting if accepting else None
+    return mean_accepted(sum(run.accepted_tokens for run in runs), accepting) if accepting else None
 
 
 def rounded(value: float | None, digits: int) -> float | None:
@@ -208,85 +195,3 @@ def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     return next(
         (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
     )
-
-
-Progress = Callable[[str], None]
-
-
-def run_bench(
-    loaded: LoadedModel,
-    items: Sequence[Item],
-    methods: Sequence[str],
-    config: DecodeConfig,
-    repeat: int = 1,
-    progress: Progress = lambda _: None,
-    chunk_tokens: int | None = None,
-) -> Report:
-    """Warm up, then for each item and repeat run each method in turn; medians over repeats.
-    An item too long for one call runs as its first round of chunks or pieces (longdoc.py)."""
-    start = time.perf_counter()
-    report = Report(
-        loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
-    )
-    limit = context_limit(loaded.model)
-    items = expand(
-        items, Splitter(loaded, config.max_new_tokens, chunk_tokens, whole_rewrites=False)
-    )
-    prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
-    for item, ids in zip(items, prompts, strict=True):
-        try:
-            check_fits(len(ids), config.max_new_tokens, limit)
-        except PldError as exc:
-            raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
-    # Every runtime opened once, with room for the longest item: all items share its cache.
-    positions = max(map(len, prompts)) + config.max_new_tokens
-    for method in methods:
-        base, _, kind = method.partition("@")
-        if base in LOOP_RUNNERS:
-            report.runtimes[method] = ready(loaded, positions, config, kind or None)[0].name
-    warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
-    for method in methods:
-        runner(method)(loaded, prompts[0], warm)
-        progress(f"warm-up {method}")
-    for item, ids in zip(items, prompts, strict=True):
-        runs: dict[str, list[Run]] = {method: [] for method in methods}
-        for _ in range(repeat):
-            for method in methods:
-                runs[method].append(runner(method)(loaded, ids, config))
-                progress(f"{item.corpus}/{item.id} {method}")
-        report.items.append(ItemResult(item, compare(runs)))
-    report.wall_s = time.perf_counter() - start
-    return report
-
-
-def compare(runs: dict[str, list[Run]]) -> dict[str, MethodResult]:
-    """One item's results: first repeat's tokens, median time, measured against pld's greedy and
-    transformers' (stats.measured_speedup)."""
-    results = {
-        method: MethodResult(reps[0], statistics.median(r.decode_s for r in reps))
-        for method, reps in runs.items()
-    }
-    greedy, hf_greedy = results.get("greedy"), results.get("hf-greedy")
-    for result in results.values():
-        if hf_greedy is not None:
-            result.speedup_vs_hf_greedy = measured_speedup(
-                result.tokens_per_s, hf_greedy.tokens_per_s
-            )
-        if greedy is not None:
-            result.first_divergence = first_divergence(greedy.run.token_ids, result.run.token_ids)
-            result.identical_to_greedy = result.first_divergence is None
-            result.speedup_vs_greedy = measured_speedup(result.tokens_per_s, greedy.tokens_per_s)
-    return results
-
-
-def parse_methods(text: str) -> list[str]:
-    methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    unknown = [m for m in methods if runner(m) is None]
-    if unknown or not methods:
-        raise PldError(
-            f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
-            f"expected a comma-separated list of {', '.join(RUNNERS)} "
-            f"(pld's own methods also as METHOD@{'|'.join(RUNTIME_SUFFIXES)})",
-            code=ExitStatus.USAGE,
-        )
-    return methods

@@ -1,0 +1,110 @@
+"""Running a benchmark on equal terms: one model, same prompts, methods interleaved.
+
+Each method is a runner from methods.py. Per item, every repeat runs every method in turn so
+machine drift hits all alike; times are medians over the repeats and the speedup is measured
+against greedy and transformers' generate(), next to the estimate 1 / (f/L + (1 - f)).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+from pld_cli.bench.corpus import Item, expand
+from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, MethodRun, runner
+from pld_cli.bench.results import BenchReport, ItemResult, MethodResult, first_divergence
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.stats import measured_speedup
+from pld_cli.errors import ExitStatus, PldError
+from pld_cli.runtime.context import context_limit
+from pld_cli.tasks.longdoc import Splitter
+from pld_cli.tasks.models import LoadedModel
+from pld_cli.tasks.pipeline import check_fits
+from pld_cli.tasks.prompts import prompt_ids
+from pld_cli.tasks.ready import ready
+
+WARMUP_TOKENS = 8
+
+
+Progress = Callable[[str], None]
+
+
+def run_bench(
+    loaded: LoadedModel,
+    items: Sequence[Item],
+    methods: Sequence[str],
+    config: DecodeConfig,
+    repeat: int = 1,
+    progress: Progress = lambda _: None,
+    chunk_tokens: int | None = None,
+) -> BenchReport:
+    """Warm up, then for each item and repeat run each method in turn; medians over repeats.
+    An item too long for one call runs as its first round of chunks or pieces (longdoc.py)."""
+    start = time.perf_counter()
+    report = BenchReport(
+        loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
+    )
+    limit = context_limit(loaded.model)
+    items = expand(
+        items, Splitter(loaded, config.max_new_tokens, chunk_tokens, whole_rewrites=False)
+    )
+    prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
+    for item, ids in zip(items, prompts, strict=True):
+        try:
+            check_fits(len(ids), config.max_new_tokens, limit)
+        except PldError as exc:
+            raise PldError(f"{item.corpus}/{item.id}: {exc}") from None
+    # Every runtime opened once, with room for the longest item: all items share its cache.
+    positions = max(map(len, prompts)) + config.max_new_tokens
+    for method in methods:
+        base, _, kind = method.partition("@")
+        if base in LOOP_RUNNERS:
+            report.runtimes[method] = ready(loaded, positions, config, kind or None)[0].name
+    warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
+    for method in methods:
+        runner(method)(loaded, prompts[0], warm)
+        progress(f"warm-up {method}")
+    for item, ids in zip(items, prompts, strict=True):
+        runs: dict[str, list[MethodRun]] = {method: [] for method in methods}
+        for _ in range(repeat):
+            for method in methods:
+                runs[method].append(runner(method)(loaded, ids, config))
+                progress(f"{item.corpus}/{item.id} {method}")
+        report.items.append(ItemResult(item, compare(runs)))
+    report.wall_s = time.perf_counter() - start
+    return report
+
+
+def compare(runs: dict[str, list[MethodRun]]) -> dict[str, MethodResult]:
+    """One item's results: first repeat's tokens, median time, measured against pld's greedy and
+    transformers' (stats.measured_speedup)."""
+    results = {
+        method: MethodResult(reps[0], statistics.median(r.decode_s for r in reps))
+        for method, reps in runs.items()
+    }
+    greedy, hf_greedy = results.get("greedy"), results.get("hf-greedy")
+    for result in results.values():
+        if hf_greedy is not None:
+            result.speedup_vs_hf_greedy = measured_speedup(
+                result.tokens_per_s, hf_greedy.tokens_per_s
+            )
+        if greedy is not None:
+            result.first_divergence = first_divergence(greedy.run.token_ids, result.run.token_ids)
+            result.identical_to_greedy = result.first_divergence is None
+            result.speedup_vs_greedy = measured_speedup(result.tokens_per_s, greedy.tokens_per_s)
+    return results
+
+
+def parse_methods(text: str) -> list[str]:
+    methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
+    unknown = [m for m in methods if runner(m) is None]
+    if unknown or not methods:
+        raise PldError(
+            f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
+            f"expected a comma-separated list of {', '.join(RUNNERS)} "
+            f"(pld's own methods also as METHOD@{'|'.join(RUNTIME_SUFFIXES)})",
+            code=ExitStatus.USAGE,
+        )
+    return methods
