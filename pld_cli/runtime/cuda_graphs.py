@@ -3,21 +3,21 @@
 A transformers forward launches hundreds of small kernels; on a GPU the launches, not the weights,
 decide the pass time. Each pass length in `sizes` is captured once as a graph over fixed buffers
 (token ids, first position) and the cache's fixed tensors; a pass of q positions replays the
-smallest graph of at least q, its padded positions written past the real ones and then forgotten
-(their position ids repeat the last real one, so they never reach past the model's limit). Per pass
-the host copies the padded ids and positions in; the caller reads back what it needs.
+smallest graph of at least q (graphs.py), its padded positions written past the real ones and
+then forgotten (their position ids repeat the last real one, so they never reach past the model's
+limit). Per pass the host copies the padded ids and positions in; the caller reads back what it
+needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
+from pld_cli.runtime.graphs import SIZES, Graphs, capture_all, check_agrees, probe_lengths
 from pld_cli.runtime.static import StaticRuntime
-
-SIZES = (1, 2, 4, 8, 16, 32)
 
 
 @dataclass
@@ -29,18 +29,15 @@ class CapturedPass:
     logits: torch.Tensor  # [size, vocab] the graph's output
 
 
-class CudaGraphs:
+class CudaGraphs(Graphs[CapturedPass]):
     def __init__(self, passes: dict[int, CapturedPass], runtime: StaticRuntime) -> None:
-        self.passes = passes
+        super().__init__(passes)
         self.runtime = runtime
-
-    def fits(self, q: int) -> bool:
-        return q <= max(self.passes)
 
     def replay(self, ids: Sequence[int], start: int) -> torch.Tensor:
         """Logits [len(ids), vocab]: a view of the graph's output, valid until the next replay."""
         q = len(ids)
-        size = min(s for s in self.passes if s >= q)
+        size = self.size_for(q)
         captured = self.passes[size]
         padding = size - q
         # Blocking copies of a few int64s: cheaper than reasoning about a reused staging buffer.
@@ -55,18 +52,19 @@ class CudaGraphs:
         return captured.logits[:q]
 
 
-def capture(runtime: StaticRuntime, sizes: Sequence[int] = SIZES) -> CudaGraphs:
-    """Capture one graph per pass size (largest first, one memory pool), each checked against an
-    eager pass on the same input; raises RuntimeError when a capture fails or disagrees."""
+def capture(
+    runtime: StaticRuntime, sizes: Sequence[int] = SIZES, record: Callable | None = None
+) -> CudaGraphs:
+    """Capture one graph per pass size (graphs.py), each checked against eager passes on the same
+    input; raises RuntimeError when a capture fails or disagrees. `record` (default
+    `capture_size`) records one graph."""
     if runtime.length == 0:
         raise RuntimeError("capture needs an initialized cache: prefill first")
-    pool = torch.cuda.graph_pool_handle()
-    passes = {size: capture_size(runtime, size, pool) for size in sorted(sizes, reverse=True)}
-    graphs = CudaGraphs(passes, runtime)
+    graphs = CudaGraphs(capture_all(runtime, sizes, record or capture_size), runtime)
     captured_at = runtime.length
     runtime.forward([0, 0, 0])  # eager (no graphs attached yet): check at another start
-    for size in sizes:
-        check_against_eager(runtime, graphs, max(size - 1, 1))  # padded where it can be
+    for q in probe_lengths(sizes):
+        check_against_eager(runtime, graphs, q)
     runtime.rollback(captured_at)
     return graphs
 
@@ -98,12 +96,9 @@ def check_against_eager(runtime: StaticRuntime, graphs: CudaGraphs, q: int) -> N
     """A replay of q positions (padded up to its graph) against an eager pass on the same input."""
     start = runtime.length
     probe = torch.arange(1, q + 1).tolist()
-    replayed = graphs.replay(probe, start).float().clone()  # [q, vocab]
+    replayed = graphs.replay(probe, start).clone()  # [q, vocab]
     runtime.move_write_position(-q)
     x = torch.tensor([probe], device=runtime.device)
-    eager = runtime.model(**runtime.model_inputs(x, start), use_cache=True).logits[0].float()
+    eager = runtime.model(**runtime.model_inputs(x, start), use_cache=True).logits[0]
     runtime.move_write_position(-q)
-    scale = eager.abs().max().item()
-    close = torch.allclose(replayed, eager, rtol=0.02, atol=0.02 * scale)
-    if not close or not torch.equal(replayed.argmax(-1), eager.argmax(-1)):
-        raise RuntimeError(f"graph replay of {q} positions disagrees with the eager pass")
+    check_agrees(replayed, eager, q)

@@ -1,11 +1,13 @@
 """The padding and positions of a CUDA-graph replay, run on a CPU against a stand-in for the graph
 that runs the same eager pass on the graph's buffers."""
 
+import pytest
 import torch
 from conftest import tiny_llama
 
 from pld_cli.runtime import compat
-from pld_cli.runtime.cuda_graphs import CapturedPass, CudaGraphs
+from pld_cli.runtime.cuda_graphs import CapturedPass, CudaGraphs, capture
+from pld_cli.runtime.graphs import SIZES
 from pld_cli.runtime.static import StaticRuntime
 
 
@@ -13,26 +15,44 @@ class EagerGraph:
     """Stands in for torch.cuda.CUDAGraph: `replay` runs the captured pass eagerly, reading the
     ids, start and positions buffers and writing the logits buffer, as a replay does."""
 
-    def __init__(self, runtime: StaticRuntime, captured: CapturedPass) -> None:
-        self.runtime, self.captured = runtime, captured
+    def __init__(self, runtime: StaticRuntime, captured: CapturedPass, broken: bool) -> None:
+        self.runtime, self.captured, self.broken = runtime, captured, broken
 
     @torch.inference_mode()
     def replay(self) -> None:
         c = self.captured
         inputs = self.runtime.model_inputs(c.ids, c.start, c.positions)
         c.logits.copy_(self.runtime.model(**inputs, use_cache=True).logits[0])
+        if self.broken:  # as a bad capture would: another greedy token in a row
+            c.logits[0] = c.logits[0].roll(1)
 
 
-def stand_in_graphs(runtime: StaticRuntime, sizes=(1, 4, 8)) -> CudaGraphs:
-    passes = {}
-    for size in sizes:
+def stand_in_record(broken_size=None):
+    """cuda_graphs.capture_size for a CPU: the graph is an EagerGraph on the same buffers."""
+
+    def record(runtime: StaticRuntime, size: int, pool) -> CapturedPass:
         captured = CapturedPass(
             None, torch.zeros((1, size), dtype=torch.long), torch.zeros((), dtype=torch.long),
             torch.zeros(size, dtype=torch.long), torch.zeros(size, runtime.model.config.vocab_size),
         )  # fmt: skip
-        captured.graph = EagerGraph(runtime, captured)
-        passes[size] = captured
-    return CudaGraphs(passes, runtime)
+        captured.graph = EagerGraph(runtime, captured, broken=size == broken_size)
+        return captured
+
+    return record
+
+
+def stand_in_graphs(runtime: StaticRuntime, sizes=(1, 4, 8)) -> CudaGraphs:
+    return CudaGraphs({size: stand_in_record()(runtime, size, None) for size in sizes}, runtime)
+
+
+def test_capture_checks_every_graph_against_eager_passes():
+    runtime = StaticRuntime(tiny_llama(0), 128)
+    runtime.prefill([0])
+    graphs = capture(runtime, record=stand_in_record())
+    assert set(graphs.passes) == set(SIZES) and runtime.length == 1
+    for size in SIZES:  # a graph that disagrees with eager is never kept
+        with pytest.raises(RuntimeError, match="disagrees with the eager pass"):
+            capture(runtime, record=stand_in_record(broken_size=size))
 
 
 def test_a_padded_replay_equals_an_eager_pass_and_forgets_its_padding():

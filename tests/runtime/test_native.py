@@ -148,25 +148,44 @@ def test_uncovered_models_are_refused_with_a_reason(model, reason):
 
 
 class EagerGraph:
-    """A CPU stand-in for a captured graph: replay() runs the fixed-shape pass on its buffers."""
+    """A CPU stand-in for a captured graph: replay() runs the fixed-shape pass on its buffers
+    (`broken`: and then spoils its output, as a bad capture would)."""
 
-    def __init__(self, runtime, inputs, logits):
-        self.runtime, self.inputs, self.logits = runtime, inputs, logits
+    def __init__(self, runtime, inputs, logits, broken=False):
+        self.runtime, self.inputs, self.logits, self.broken = runtime, inputs, logits, broken
 
     def replay(self):
         self.logits.copy_(self.runtime.run_fixed(*self.inputs))
+        if self.broken:
+            self.logits[0] = self.logits[0].roll(1)  # another greedy token in a row
+
+
+def stand_in_record(broken_size=None):
+    """native_graphs.capture_size for a CPU: the graph is an EagerGraph on the same buffers."""
+
+    def record(runtime, size, pool):
+        inputs = native_graphs.padded_inputs([0] * size, runtime.length, size)
+        logits = torch.empty(size, runtime.weights.embed.shape[0])
+        graph = EagerGraph(runtime, inputs, logits, broken=size == broken_size)
+        return native_graphs.CapturedPass(graph, inputs, logits)
+
+    return record
+
+
+def test_capture_checks_every_graph_against_eager_passes():
+    runtime = NativeRuntime(tiny_llama(0), 128)
+    runtime.prefill([0])
+    graphs = native_graphs.capture(runtime, record=stand_in_record())
+    assert set(graphs.passes) == set(native_graphs.SIZES)
+    for size in native_graphs.SIZES:  # a graph that disagrees with eager is never kept
+        with pytest.raises(RuntimeError, match="disagrees with the eager pass"):
+            native_graphs.capture(runtime, record=stand_in_record(broken_size=size))
 
 
 def test_padded_fixed_shape_passes_as_replayed_match_eager_ones_across_rollbacks():
     model = tiny_llama(0)
     eager, replayed = NativeRuntime(model, 128), NativeRuntime(model, 128)
-    passes = {}
-    for size in native_graphs.SIZES:
-        inputs = native_graphs.padded_inputs([0] * size, 0, size)
-        logits = torch.empty(size, model.config.vocab_size)
-        graph = EagerGraph(replayed, inputs, logits)
-        passes[size] = native_graphs.CapturedPass(graph, inputs, logits)
-    replayed.graphs = native_graphs.NativeGraphs(passes)
+    replayed.graphs = native_graphs.capture(replayed, record=stand_in_record())
     assert replayed.name == "native+cuda-graphs"
     ids = torch.randint(3, 64, (120,), generator=torch.Generator().manual_seed(0)).tolist()
     for runtime in (eager, replayed):
