@@ -47,13 +47,16 @@ def test_tiny_llama_pld_equals_plain(seed, draft, costs, runtime):
     assert pld_stats.passes < plain_stats.passes
 
 
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
 @pytest.mark.parametrize("num_draft,ngram_max", [(1, 1), (4, 2), (16, 4)])
-def test_tiny_llama_exact_for_any_draft_shape(num_draft, ngram_max):
+def test_tiny_llama_exact_for_any_draft_shape(num_draft, ngram_max, runtime):
     model = tiny_llama(7)
     prompt = repetitive_prompt(7)
     plain, _ = decode(model, prompt, DecodeConfig(max_new_tokens=60, use_pld=False))
     config = DecodeConfig(max_new_tokens=60, num_draft=num_draft, ngram_max=ngram_max)
-    assert decode(model, prompt, config)[0] == plain
+    pld, stats = decode(model, prompt, config, runtime=runtime)
+    assert pld == plain
+    assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts both kept and rejected
 
 
 EDIT_SOURCE = """def area(width, height):

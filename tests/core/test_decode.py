@@ -1,7 +1,7 @@
 from fakes import ScriptedRuntime
 
 from pld_cli.core.config import DecodeConfig
-from pld_cli.core.decode import Pass, Prefill, cut_after_eos, generate
+from pld_cli.core.decode import Pass, Prefill, generate
 from pld_cli.core.stats import Stats
 
 PROMPT = [10, 11, 12, 13, 14, 15, 16, 10, 11]
@@ -57,8 +57,13 @@ def test_stops_at_the_context_limit():
 
 
 def test_eos_inside_an_accepted_draft_ends_the_output():
-    assert cut_after_eos([5, 2, 7], {2}) == [5, 2]
-    assert cut_after_eos([5, 6], {2}) == [5, 6]
+    # The prompt holds an EOS (2) after 10 11 12; the model agrees with the draft up to it.
+    prompt = [10, 11, 12, 2, 13, 14, 10, 11]
+    runtime = ScriptedRuntime(prompt + [12, 2] + [9] * 30, context_limit=1000)
+    passes = [e for e in generate(runtime, prompt, {2}, DecodeConfig()) if isinstance(e, Pass)]
+    assert passes[0].drafted[:2] == (12, 2) and passes[0].accepted == 2
+    assert emitted(passes) == [12, 2]  # nothing after the EOS, not even the model's own token
+    assert passes[-1].stop == "eos" and len(passes) == 1
 
 
 def test_stats_follow_the_events():

@@ -74,9 +74,16 @@ def test_drafter_drops_a_broken_copy_and_prefers_the_nearest_match():
     assert drafter.draft(1).source == 8  # [5] followed at 1 and at 8; 8 is nearer to 7
 
 
-def test_drafter_without_follow_copies_is_the_plain_index():
-    index = NgramIndex([7, 1, 7, 2, 7, 3, 7], ngram_max=1)
-    assert Drafter(index, follow_copies=False).draft(1) == index.draft(1)
+def test_a_followed_copy_goes_on_where_the_plain_index_jumps_to_the_latest_match():
+    tokens = [1, 2, 3, 4, 5, 9, 3, 7, 1, 2]
+    follow, plain = (
+        Drafter(NgramIndex(tokens, ngram_max=1), follow_copies=f) for f in (True, False)
+    )
+    for drafter in (follow, plain):
+        assert drafter.draft(3).tokens == (3, 4, 5)  # [2] was followed by 3, 4, 5
+        drafter.extend([3])  # the model agreed with the first draft token
+    assert follow.draft(2).tokens == (4, 5)  # the copy goes on
+    assert plain.draft(2).tokens == (7, 1)  # [3] was last followed by 7
 
 
 def test_nearest_prefers_the_closer_then_the_later():

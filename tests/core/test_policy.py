@@ -10,7 +10,7 @@ def test_free_positions_verify_the_whole_draft():
 
 def test_costly_positions_and_a_fresh_short_match_verify_little():
     choice = choose_length(10, 1, AcceptanceModel(), CPU)
-    assert choice.k <= 2
+    assert 1 <= choice.k <= 2  # a little, not nothing: a fresh match still pays on a CPU
 
 
 def test_a_long_accepted_run_predicts_more():
