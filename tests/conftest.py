@@ -32,6 +32,21 @@ def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> Lla
     return LlamaForCausalLM(config).eval()
 
 
+@torch.no_grad()
+def narrowed(model: torch.nn.Module, keep: list[int], scale: float = 4.0) -> torch.nn.Module:
+    """Only the tokens `keep` can win the greedy choice: the other rows of the output layer are
+    zeroed, these scaled up. A random model then writes a document's own tokens and falls into
+    loops, so prompt lookup finds drafts it accepts (a random model over 49k tokens accepts none),
+    while every layer still shapes which token wins. The output layer must not be tied."""
+    head = model.get_output_embeddings().weight
+    assert head.data_ptr() != model.get_input_embeddings().weight.data_ptr(), "tied embeddings"
+    rows = torch.zeros(head.shape[0], dtype=torch.bool)
+    rows[keep] = True
+    head[~rows] = 0
+    head[rows] *= scale
+    return model
+
+
 def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
     """Random phrases repeated with variations, so drafts are found and partly rejected."""
     generator = torch.Generator().manual_seed(seed)
@@ -62,6 +77,22 @@ def tiny_model_dir(tmp_path_factory) -> str:
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = tiny_llama(0, vocab_size=len(tokenizer), max_positions=2048)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+# A file the copying model (below) edits: its tokens are the only ones that model writes.
+COPY_SOURCE = "def area(width, height):\n    return width * height\n" * 3
+
+
+@pytest.fixture(scope="session")
+def copying_model_dir(tmp_path_factory, tiny_model_dir) -> str:
+    """The tiny model narrowed to COPY_SOURCE's tokens: it accepts some drafts and rejects some."""
+    folder = tmp_path_factory.mktemp("copying-model")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = LlamaForCausalLM.from_pretrained(tiny_model_dir)
+    narrowed(model, tokenizer(COPY_SOURCE, add_special_tokens=False)["input_ids"])
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)

@@ -6,22 +6,24 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import narrowed
 from families import FAMILIES, tiny_family_model
 from transformers import AutoTokenizer
 
 from pld_cli.runtime import compat
 from pld_cli.tasks.models import ModelSpec, locate
 
-# A document that repeats itself, so drafts are found (and, from random models, mostly rejected).
+# A document that repeats itself, so drafts are found; the models write only its tokens (narrowed).
 DOC = "Revenue rose 12 percent to 4.2 million; costs fell 3 percent to 1.1 million.\n" * 4
 # Families whose conv/recurrent state needs transformers' linear-attention cache layers.
 STATEFUL = {"lfm2", "qwen3_next", "mamba"}
 # transformers' Mamba restarts its state on a multi-position pass: drafting is refused.
 REFUSED = {"mamba"}
-# The pass-cost calibration (which rolls back past every window) runs once per family, in "auto";
-# the other variants draft a fixed length, so the test tier stays short.
+# Every variant drafts a fixed length, so each checks drafts kept and rejected (the adaptive policy
+# is test_exactness.py's); "auto" also calibrates the runtime auto picks (it rolls back past every
+# window) once per family.
 VARIANTS = {
-    "auto": ["--compare"],
+    "auto": ["--draft", "fixed", "--compare"],
     "dynamic-verbose": ["--runtime", "dynamic", "--draft", "fixed", "--verbose", "--compare"],
     "sampled": ["--runtime", "dynamic", "--draft", "fixed", "--temperature", "0.8", "--seed", "1"],
 }
@@ -45,6 +47,7 @@ def family_dir(tmp_path_factory):
         if family not in folders:
             folder = tmp_path_factory.mktemp(family)
             model = tiny_family_model(family, vocab_size=len(tokenizer))
+            narrowed(model, tokenizer(DOC, add_special_tokens=False)["input_ids"])
             model.generation_config.eos_token_id = tokenizer.eos_token_id
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
@@ -70,9 +73,10 @@ def test_family_through_the_cli(pld, family_dir, family, variant):
     if outcome == "identical":
         assert code == 0, err
         result = json.loads(out)
-        if variant != "auto":  # fixed drafts: some rejected (adaptive may find none worth it)
-            assert result["stats"]["drafted_tokens"] > result["stats"]["accepted_tokens"]
+        stats = result["stats"]
+        assert stats["drafted_tokens"] > stats["accepted_tokens"]  # some drafts rejected
         if variant != "sampled":  # sampling with and without drafts draws differently
+            assert stats["accepted_tokens"] > 0  # and some kept: identity means something
             assert result["compare"]["identical"] is True
         return
     assert code == 1
@@ -84,8 +88,8 @@ def test_family_through_the_cli(pld, family_dir, family, variant):
     assert code == (0 if outcome == "refused" else 1), err
 
 
-def test_sampling_does_not_fall_back_to_greedy(pld, family_dir):
-    args = ["summarize", "-m", family_dir("llama"), "--max-new-tokens", "12", "--json"]
+def test_sampling_does_not_fall_back_to_greedy(pld, tiny_model_dir):
+    args = ["summarize", "-m", tiny_model_dir, "--max-new-tokens", "12", "--json"]
     texts = {
         json.loads(pld(*args, *extra, stdin=DOC.encode())[1])["text"]
         for extra in (["--temperature", "0"], ["--temperature", "1.5", "--seed", "1"],
