@@ -29,7 +29,7 @@ model)
     } >"$out/cli.log" 2>&1
     ;;
 tests)
-    timeout 240 pytest -n 8 -m "not slow" -p no:benchmark tests >"$out/pytest-fast.log" 2>&1
+    timeout 240 pytest -m "not slow" tests >"$out/pytest-fast.log" 2>&1
     ;;
 *)
     echo "usage: scripts/gpu_check.sh passes|model|tests OUT_DIR" >&2

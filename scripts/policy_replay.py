@@ -1,10 +1,10 @@
 """Estimate a drafting change in seconds: replay pld's loop against recorded greedy outputs.
 
 Greedy output does not depend on the drafts, so once each item's greedy tokens are recorded, the
-decode loop can be replayed with a scripted runtime that "predicts" them: the passes, draft lengths
-and acceptances are exactly those a real run would have, and t(q) turns them into an *estimated*
-time. Speedups printed here are estimates (no drafting overhead, no timing noise); `pld bench`
-measures.
+decode loop can be replayed with a scripted runtime (core/scripted.py) that "predicts" them: the
+passes, draft lengths and acceptances are exactly those a real run would have, and t(q) turns them
+into an *estimated* time. Speedups printed here are estimates (no drafting overhead, no timing
+noise); `pld bench` measures.
 
     python scripts/policy_replay.py record samples/edit samples/summarize --out tokens.json
     python scripts/policy_replay.py replay tokens.json --costs costs.json --max-new-tokens 64
@@ -19,40 +19,14 @@ import json
 import statistics
 from pathlib import Path
 
-import torch
-
 from pld_cli.bench.corpus import load_corpora
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
+from pld_cli.core.scripted import ScriptedRuntime
 from pld_cli.runtime.costs import interpolate
 from pld_cli.tasks.models import ModelSpec, load_model
 from pld_cli.tasks.pipeline import decode_ids
 from pld_cli.tasks.prompts import prompt_ids
-
-
-class ReplayRuntime:
-    """A runtime whose 'model' continues a recorded sequence (prompt + greedy output)."""
-
-    name = "replay"
-
-    def __init__(self, sequence: list[int]) -> None:
-        self.sequence = sequence
-        self.context_limit = len(sequence) + 64
-        self.length = 0
-        self.vocab_size = max(sequence) + 1
-
-    def prefill(self, ids) -> None:
-        self.length = len(ids)
-
-    def forward(self, ids) -> torch.Tensor:
-        logits = torch.zeros(len(ids), self.vocab_size)  # [q, vocab]
-        for row in range(len(ids)):
-            logits[row, self.sequence[self.length + row + 1]] = 1.0
-        self.length += len(ids)
-        return logits
-
-    def rollback(self, length: int) -> None:
-        self.length = length
 
 
 def record(folders: list[Path], out: Path, max_new_tokens: int) -> None:
@@ -69,7 +43,8 @@ def record(folders: list[Path], out: Path, max_new_tokens: int) -> None:
 
 def replay_item(prompt: list[int], output: list[int], config: DecodeConfig, costs) -> tuple:
     """(estimated speedup over plain decoding, tokens per pass) for one recorded item."""
-    runtime = ReplayRuntime(prompt + output)
+    sequence = prompt + output
+    runtime = ScriptedRuntime(sequence, context_limit=len(sequence) + 64)
     seconds, passes = 0.0, 0
     # No EOS ids: config.max_new_tokens = len(output) ends the replay where the recording ended.
     for event in generate(runtime, prompt, set(), config, costs):

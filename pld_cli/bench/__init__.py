@@ -1,1 +1,4 @@
-"""`pld bench`: corpora, the methods compared (pld's and transformers'), the report, its view."""
+"""`pld bench`'s parts: corpora, the methods compared, running them, results, their view.
+
+The command itself is the command line's (`cli/bench.py`); nothing here imports it.
+"""

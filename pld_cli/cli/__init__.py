@@ -1,1 +1,1 @@
-"""The `pld` command line: options, rendering on stderr, the app."""
+"""The `pld` command line: options, the commands (app, run, bench), rendering on stderr."""

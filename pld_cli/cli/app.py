@@ -19,7 +19,7 @@ except ImportError:
 
 from pld_cli import __version__
 from pld_cli.cli.bench import bench
-from pld_cli.cli.options import Display, Settings, with_options
+from pld_cli.cli.options import Display, Drafting, Settings, with_options
 from pld_cli.errors import ExitStatus, PldError
 
 app = typer.Typer(
@@ -73,6 +73,7 @@ def edit(
     ] = False,  # fmt: skip
     *,
     settings: Settings,
+    drafting: Drafting,
     display: Display,
 ) -> None:
     """Rewrite each FILE as the instruction asks; the updated file (or its diff) goes to stdout.
@@ -99,7 +100,9 @@ def edit(
         raise PldError("the instruction is empty", code=ExitStatus.USAGE)
     from pld_cli.cli.run import Request, execute
 
-    request = Request("edit", list(files), instruction.strip(), output, write, diff)
+    request = Request(
+        "edit", list(files), instruction.strip(), output, write, diff, not drafting.no_pld
+    )
     execute(request, settings, display)
 
 
@@ -114,6 +117,7 @@ def summarize(
     ] = None,
     *,
     settings: Settings,
+    drafting: Drafting,
     display: Display,
 ) -> None:
     """Summarize documents; each summary goes to stdout (after a `==> FILE <==` line if several).
@@ -128,7 +132,8 @@ def summarize(
         raise PldError("--output takes one document", code=ExitStatus.USAGE)
     from pld_cli.cli.run import Request, execute
 
-    execute(Request("summarize", files, output=output), settings, display)
+    request = Request("summarize", files, output=output, use_pld=not drafting.no_pld)
+    execute(request, settings, display)
 
 
 app.command()(bench)

@@ -28,7 +28,7 @@ def bench(
         str,
         typer.Option(
             help="Comma-separated: greedy, pld, pld-fixed, hf-pld, hf-greedy; "
-            "greedy@dynamic (or @static) runs pld's own methods on that runtime.",
+            "greedy@native (or @static, @dynamic) runs pld's own methods on that runtime.",
             rich_help_panel=BENCH,
         ),
     ] = "hf-greedy,greedy,pld,hf-pld",

@@ -1,10 +1,10 @@
 """Every option of pld's commands, declared once.
 
-The options edit, summarize and bench share are the fields of `Settings` (and `Display` for the
-two that print a result); `with_options` adds them to a command's parameters, so typer validates
-and lists them, and hands the command one `Settings` object instead of twenty arguments. Defaults
-come from the core's configs; choices are enums. Nothing here imports torch or transformers:
-`pld --help` reads this module and no model library.
+The options edit, summarize and bench share are the fields of `Settings` (and `Drafting` and
+`Display` for the two that print a result); `with_options` adds them to a command's parameters, so
+typer validates and lists them, and hands the command one `Settings` object instead of twenty
+arguments. Defaults come from the core's configs; choices are enums. Nothing here imports torch or
+transformers: `pld --help` reads this module and no model library.
 """
 
 from __future__ import annotations
@@ -148,12 +148,18 @@ class Settings:
 
 
 @dataclasses.dataclass(frozen=True)
-class Display:
-    """What edit and summarize print besides the result."""
+class Drafting:
+    """Whether edit and summarize draft at all (the bench compares methods instead)."""
 
     no_pld: Annotated[
         bool, option("--no-pld", panel=DECODING, help="Plain decoding through the same loop.")
     ] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Display:
+    """What edit and summarize print besides the result."""
+
     live: Annotated[bool, option(panel=DISPLAY, help="Live view on a terminal.")] = True
     stats: Annotated[
         bool, option("--stats", panel=DISPLAY, help="A stats table on stderr at the end.")

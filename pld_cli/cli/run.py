@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pld_cli.cli.options import Display, Settings
 from pld_cli.cli.render import Ui
+from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
 from pld_cli.files import atomic_write, read_document
@@ -41,6 +42,7 @@ class Request:
     output: Path | None = None
     write: bool = False
     diff: bool = False
+    use_pld: bool = True  # draft (pld) or decode plainly (--no-pld)
 
     @property
     def several(self) -> bool:
@@ -74,14 +76,14 @@ def execute(request: Request, settings: Settings, display: Display) -> None:
     if not documents:
         raise PldError("no file could be read")
     ui.quiet_libraries()
-    config = settings.decode_config(use_pld=not display.no_pld)
+    config = settings.decode_config(use_pld=request.use_pld)
     with ui.progress("loading model") as report:
         loaded = load_model(settings.model_spec(), report)
         splitter = Splitter(loaded, config.max_new_tokens, settings.chunk_tokens)
         longest = max(len(prompt_ids(loaded.tokenizer, doc.task)) for doc in documents)
         positions = min(longest + config.max_new_tokens, splitter.context)
         ready(loaded, positions, config, report=report, note=ui.detail)
-    worker = Worker(loaded, settings, display, ui)
+    worker = Worker(loaded, config, settings, display, ui)
     for number, doc in enumerate(documents, 1):
         if request.several:
             ui.note(f"{doc.label} ({number}/{len(documents)})")
@@ -131,9 +133,15 @@ def close(ui: Ui, tally: Tally) -> None:
 class Worker:
     """Decodes and delivers documents with one loaded model."""
 
-    def __init__(self, loaded: LoadedModel, settings: Settings, display: Display, ui: Ui) -> None:
-        self.loaded, self.display, self.ui = loaded, display, ui
-        self.config = settings.decode_config(use_pld=not display.no_pld)
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        config: DecodeConfig,
+        settings: Settings,
+        display: Display,
+        ui: Ui,
+    ) -> None:
+        self.loaded, self.config, self.display, self.ui = loaded, config, display, ui
         self.plain_config = settings.decode_config(use_pld=False)
         self.sections = 0  # `==> name <==` sections written to stdout
 

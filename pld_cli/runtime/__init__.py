@@ -1,6 +1,6 @@
-"""A causal LM plus its KV cache, as the decode loop sees it: prefill, forward, rollback.
+"""A causal LM plus its KV cache, implementing core/runtime.py's `Runtime` protocol.
 
-base.py holds the protocol; dynamic and static caches, CUDA-graph replay and the CPU kernels are
-its implementations and accelerations; costs.py measures what a pass costs; choice.py picks one;
-compat.py is the one place that touches transformers' internals.
+native, static and dynamic are the runtimes; kernels/cpu_kernels and the graph modules speed
+their passes up; costs.py measures what a pass costs; opening.py picks which runtime runs; the
+compat package holds transformers' private and version-dependent API.
 """

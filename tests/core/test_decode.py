@@ -1,7 +1,6 @@
-from fakes import ScriptedRuntime
-
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, Prefill, generate
+from pld_cli.core.scripted import ScriptedRuntime
 from pld_cli.core.stats import Stats
 
 PROMPT = [10, 11, 12, 13, 14, 15, 16, 10, 11]

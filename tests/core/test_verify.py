@@ -1,5 +1,4 @@
-from fakes import ScriptedRuntime
-
+from pld_cli.core.scripted import ScriptedRuntime
 from pld_cli.core.verify import accepted_prefix, verify_greedy
 
 # The model's own continuation: after the prompt [1, 2] it would write 3, 4, 5, 6, 7.
