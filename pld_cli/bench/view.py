@@ -10,6 +10,7 @@ import contextlib
 import importlib.util
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,6 +19,8 @@ from rich.table import Table
 from pld_cli.bench.results import BenchReport, MethodResult, pooled_mean_accepted
 from pld_cli.core.stats import predicted_speedup, ratio
 from pld_cli.errors import PldError
+
+T = TypeVar("T")  # what a table row is made from
 
 MARKERS = "os^Dv<>P*X"
 
@@ -69,87 +72,77 @@ def same(result: MethodResult) -> str:
     return "yes" if result.identical_to_greedy else f"NO (at {result.first_divergence})"
 
 
-def grouped_table(title: str, heads: list[str]) -> Table:
-    """A table of rows grouped by their first column: the two naming columns left, numbers right."""
+def grouped_table(
+    title: str, heads: list[str], groups: dict[str, dict[str, T]], cells: Callable[[T], list[str]]
+) -> Table:
+    """Rows grouped by their first column (groups: label -> method -> result), labelled once, a
+    row per method: its `cells` after the two naming columns (left), numbers right."""
     table = Table(title=title, title_justify="left")
     for i, head in enumerate(heads):
         table.add_column(head, justify="left" if i < 2 else "right")
+    for label, rows in groups.items():
+        for n, (method, result) in enumerate(rows.items()):
+            end = n == len(rows) - 1
+            table.add_row(label if n == 0 else "", method, *cells(result), end_section=end)
     return table
+
+
+def share(count: int | None, total: int) -> str:
+    return "-" if count is None else f"{count}/{total}"
+
+
+def item_cells(r: MethodResult) -> list[str]:
+    return [
+        str(r.run.new_tokens),
+        str(r.run.passes),
+        cell(ratio(r.run.new_tokens, r.run.passes), ".2f"),
+        cell(r.copy_rate, ".1%"),
+        cell(r.mean_accepted, ".2f"),
+        times(r.predicted_speedup),
+        times(r.speedup_vs_greedy),
+        times(r.speedup_vs_hf_greedy),
+        cell(r.tokens_per_s, ".1f"),
+        same(r),
+    ]
+
+
+def corpus_cells(s: dict) -> list[str]:
+    return [
+        str(s["items"]),
+        cell(s["tokens_per_s"], ".1f"),
+        times(s["speedup_vs_greedy"]),
+        times(s["speedup_vs_hf_greedy"]),
+        share(s["identical_items"], s["items"]),
+    ]
+
+
+def document_cells(d: dict) -> list[str]:
+    return [
+        str(d["parts"]),
+        str(d["new_tokens"]),
+        f"{d['decode_s']:.2f} s",
+        cell(d["tokens_per_s"], ".1f"),
+        share(d["identical_parts"], d["parts"]),
+    ]
 
 
 def items_table(report: BenchReport) -> Table:
-    heads = [
-        "item",
-        "method",
-        "new tok",
-        "passes",
-        "tok/pass",
-        "copy f",
-        "run L",
-        "predicted",
-        "vs greedy",
-        "vs hf-greedy",
-        "tok/s",
-        "= greedy",
-    ]
-    table = grouped_table("pld bench: items", heads)
-    for row in report.items:
-        for n, (method, r) in enumerate(row.methods.items()):
-            table.add_row(
-                f"{row.item.corpus}/{row.item.id}" if n == 0 else "",
-                method,
-                str(r.run.new_tokens),
-                str(r.run.passes),
-                cell(ratio(r.run.new_tokens, r.run.passes), ".2f"),
-                cell(r.copy_rate, ".1%"),
-                cell(r.mean_accepted, ".2f"),
-                times(r.predicted_speedup),
-                times(r.speedup_vs_greedy),
-                times(r.speedup_vs_hf_greedy),
-                cell(r.tokens_per_s, ".1f"),
-                same(r),
-                end_section=n == len(row.methods) - 1,
-            )
-    return table
+    heads = ["item", "method", "new tok", "passes", "tok/pass", "copy f", "run L", "predicted",
+             "vs greedy", "vs hf-greedy", "tok/s", "= greedy"]  # fmt: skip
+    groups = {f"{row.item.corpus}/{row.item.id}": row.methods for row in report.items}
+    return grouped_table("pld bench: items", heads, groups, item_cells)
 
 
 def summary_table(report: BenchReport) -> Table:
     heads = ["corpus", "method", "items", "tok/s", "vs greedy", "vs hf-greedy", "= greedy"]
-    table = grouped_table("pld bench: corpora", heads)
-    for corpus, methods in report.summary().items():
-        for n, (method, s) in enumerate(methods.items()):
-            identical = s["identical_items"]
-            table.add_row(
-                corpus if n == 0 else "",
-                method,
-                str(s["items"]),
-                cell(s["tokens_per_s"], ".1f"),
-                times(s["speedup_vs_greedy"]),
-                times(s["speedup_vs_hf_greedy"]),
-                "-" if identical is None else f"{identical}/{s['items']}",
-                end_section=n == len(methods) - 1,
-            )
-    return table
+    return grouped_table("pld bench: corpora", heads, report.summary(), corpus_cells)
 
 
 def documents_table(report: BenchReport) -> Table:
     """Long items, run in parts: each part is a row of the items table; here, their totals."""
     heads = ["document", "method", "parts", "new tok", "decode", "tok/s", "= greedy"]
-    table = grouped_table("pld bench: long documents, all parts", heads)
-    for document, methods in report.documents().items():
-        for n, (method, d) in enumerate(methods.items()):
-            identical = d["identical_parts"]
-            table.add_row(
-                document if n == 0 else "",
-                method,
-                str(d["parts"]),
-                str(d["new_tokens"]),
-                f"{d['decode_s']:.2f} s",
-                cell(d["tokens_per_s"], ".1f"),
-                "-" if identical is None else f"{identical}/{d['parts']}",
-                end_section=n == len(methods) - 1,
-            )
-    return table
+    title = "pld bench: long documents, all parts"
+    return grouped_table(title, heads, report.documents(), document_cells)
 
 
 def show(report: BenchReport, to_stderr: bool) -> None:

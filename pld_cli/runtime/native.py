@@ -20,6 +20,7 @@ depend on its length only.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
@@ -38,6 +39,20 @@ from pld_cli.runtime.native_model import (
 from pld_cli.runtime.paths import PathChoice
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pass's rows sit: the cache slots their keys and values go to, the cache span
+    attention reads (:end), their rotations [q, 1, head_dim], the additive mask [groups * q, end]
+    (None: every slot), and whether the linear layers take the padded layout."""
+
+    slots: slice | torch.Tensor
+    end: int
+    cos: torch.Tensor
+    sin: torch.Tensor
+    mask: torch.Tensor | None
+    padded: bool
 
 
 class NativeRuntime:
@@ -104,9 +119,9 @@ class NativeRuntime:
         x = self.weights.embed[torch.tensor(list(ids), device=self.device)]  # [q, hidden]
         cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
-        span = slice(start, start + q)
+        padded = self.layout.path(q) == "padded"
         return self.layers(
-            x, span, start + q, cos, sin, mask, keep, self.layout.path(q) == "padded"
+            x, Placement(slice(start, start + q), start + q, cos, sin, mask, padded), keep
         )
 
     @torch.inference_mode()
@@ -121,55 +136,33 @@ class NativeRuntime:
         capacity = self.keys.shape[2]
         seen = torch.arange(capacity, device=self.device)[None] <= slots[:, None]  # [s, capacity]
         mask = folded_mask(seen, self.groups, x.dtype)
-        return self.layers(x, slots, capacity, cos, sin, mask, len(ids), padded=False)
+        return self.layers(x, Placement(slots, capacity, cos, sin, mask, False), len(ids))
 
-    def layers(
-        self,
-        x: torch.Tensor,
-        slots: slice | torch.Tensor,
-        end: int,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: torch.Tensor | None,
-        keep: int,
-        padded: bool,
-    ) -> torch.Tensor:
-        """The decoder over x [q, hidden] (its keys and values written at `slots`, attention over
-        cache slots :end): logits [keep, vocab] of the last `keep` rows."""
-        w = self.weights
+    def layers(self, x: torch.Tensor, at: Placement, keep: int) -> torch.Tensor:
+        """The decoder over x [q, hidden] placed `at`: logits [keep, vocab] of the last rows."""
+        w, padded = self.weights, at.padded
         for i, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attention_norm, w.eps)
-            x = x + self.attention(i, layer, h, slots, end, cos, sin, mask, padded)
+            x = x + self.attention(i, layer, h, at)
             h = rms_norm(x, layer.mlp_norm, w.eps)
             gate, up = linear(h, layer.gate_up, layer.gate_up_bias, padded).chunk(2, -1)
             x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded)
         x = rms_norm(x[-keep:], w.norm, w.eps)
         return linear(x, w.head, None, padded)  # [keep, vocab]
 
-    def attention(
-        self,
-        i: int,
-        layer: Layer,
-        h: torch.Tensor,
-        slots: slice | torch.Tensor,
-        end: int,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
-        mask: torch.Tensor | None,
-        padded: bool,
-    ) -> torch.Tensor:
+    def attention(self, i: int, layer: Layer, h: torch.Tensor, at: Placement) -> torch.Tensor:
         """Layer i's attention output [q, hidden] for its normed input h [q, hidden]."""
-        w, q, d = self.weights, h.shape[0], self.weights.head_dim
+        w, q, d, padded = self.weights, h.shape[0], self.weights.head_dim, at.padded
         qkv = linear(h, layer.qkv, layer.qkv_bias, padded)  # [q, (heads + 2 kv_heads) * d]
         query, key, value = qkv.split([w.heads * d, w.kv_heads * d, w.kv_heads * d], -1)
         query, key = query.view(q, w.heads, d), key.view(q, w.kv_heads, d)
         if layer.q_norm is not None:  # Qwen3: RMSNorm over each head before the rotation
             query, key = rms_norm(query, layer.q_norm, w.eps), rms_norm(key, layer.k_norm, w.eps)
-        query, key = rotate(query, cos, sin), rotate(key, cos, sin)
-        self.keys[i, :, slots] = key.transpose(0, 1)  # [kv_heads, q, d]
-        self.values[i, :, slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
-        keys, values = self.keys[i, None, :, :end], self.values[i, None, :, :end]
-        out = folded_sdpa(query.transpose(0, 1), keys, values, mask, w.scaling)  # [heads, q, d]
+        query, key = rotate(query, at.cos, at.sin), rotate(key, at.cos, at.sin)
+        self.keys[i, :, at.slots] = key.transpose(0, 1)  # [kv_heads, q, d]
+        self.values[i, :, at.slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
+        keys, values = self.keys[i, None, :, : at.end], self.values[i, None, :, : at.end]
+        out = folded_sdpa(query.transpose(0, 1), keys, values, at.mask, w.scaling)  # [heads, q, d]
         out = out.transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded)
 

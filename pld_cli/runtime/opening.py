@@ -58,12 +58,9 @@ def open_runtime(model: PreTrainedModel, kind: str, capacity: int, note: Note) -
         native = open_native(model, kind, capacity, note)
         if native is not None:
             return native
-    try:
-        runtime = StaticRuntime(model, capacity)
-    except Unsupported as why:
-        if kind == "static":
-            raise PldError(f"--runtime static: {why}") from None
-        note(f"static runtime unavailable ({why}); using the dynamic one")
+    runtime = attempt(kind, "static", lambda: StaticRuntime(model, capacity), note)
+    if runtime is None:
+        note("using the dynamic runtime")
         return DynamicRuntime(model)
     if runtime.device.type == "cuda":
         attach_cuda_graphs(runtime, note)
@@ -74,12 +71,8 @@ def open_native(
     model: PreTrainedModel, kind: str, capacity: int, note: Note
 ) -> NativeRuntime | None:
     """The native runtime (with graphs on CUDA), or None where `auto` should try the static one."""
-    try:
-        native = NativeRuntime(model, capacity)
-    except Unsupported as why:
-        if kind == "native":
-            raise PldError(f"--runtime native: {why}") from None
-        note(f"native runtime unavailable ({why}); trying the static one")
+    native = attempt(kind, "native", lambda: NativeRuntime(model, capacity), note)
+    if native is None:
         return None
     if native.device.type == "cuda":
         attach_cuda_graphs(native, note, capture_native)
@@ -87,6 +80,18 @@ def open_native(
             note("trying the static runtime's graphs instead of an eager native forward")
             return None
     return native
+
+
+def attempt(kind: str, which: str, make: Callable[[], Runtime], note: Note) -> Runtime | None:
+    """make() the `which` runtime, or None (with a note) where it cannot run this model; for an
+    explicit `--runtime which`, that is an error."""
+    try:
+        return make()
+    except Unsupported as why:
+        if kind == which:
+            raise PldError(f"--runtime {which}: {why}") from None
+        note(f"{which} runtime unavailable ({why})")
+        return None
 
 
 def attach_cuda_graphs(
