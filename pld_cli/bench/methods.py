@@ -19,6 +19,7 @@ import torch
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass
+from pld_cli.runtime.kinds import KINDS
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import decode_ids
 
@@ -145,7 +146,6 @@ RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {
     "hf-pld": functools.partial(run_hf_generate, lookup=HF_LOOKUP_TOKENS),
     "hf-greedy": run_hf_generate,
 }
-RUNTIME_SUFFIXES = ("native", "static", "dynamic")
 
 
 def runner(method: str) -> Runner | None:
@@ -153,6 +153,6 @@ def runner(method: str) -> Runner | None:
     base, _, kind = method.partition("@")
     if not kind:
         return RUNNERS.get(base)
-    if base in LOOP_RUNNERS and kind in RUNTIME_SUFFIXES:
+    if base in LOOP_RUNNERS and kind in KINDS:
         return functools.partial(LOOP_RUNNERS[base], runtime_kind=kind)
     return None

@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable, Sequence
 
 from pld_cli.bench.corpus import Item, expand
-from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, MethodRun, runner
+from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, MethodRun, runner
 from pld_cli.bench.results import BenchReport, ItemResult, MethodResult, first_divergence
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import measured_speedup
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.context import context_limit
+from pld_cli.runtime.kinds import KINDS
 from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import check_fits
@@ -104,7 +105,7 @@ def parse_methods(text: str) -> list[str]:
         raise PldError(
             f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
             f"expected a comma-separated list of {', '.join(RUNNERS)} "
-            f"(pld's own methods also as METHOD@{'|'.join(RUNTIME_SUFFIXES)})",
+            f"(pld's own methods also as METHOD@{'|'.join(KINDS)})",
             code=ExitStatus.USAGE,
         )
     return methods

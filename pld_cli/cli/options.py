@@ -21,6 +21,7 @@ import typer
 
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.errors import ExitStatus, PldError
+from pld_cli.runtime.kinds import KINDS
 
 MODEL, DECODING, SAMPLING, DISPLAY = "Model", "Decoding", "Sampling", "Display"
 
@@ -32,11 +33,7 @@ class Dtype(str, Enum):
     FLOAT16 = "float16"
 
 
-class RuntimeKind(str, Enum):
-    AUTO = "auto"
-    NATIVE = "native"
-    STATIC = "static"
-    DYNAMIC = "dynamic"
+RuntimeKind = Enum("RuntimeKind", {kind.upper(): kind for kind in ("auto", *KINDS)}, type=str)
 
 
 class DraftMode(str, Enum):

@@ -1,12 +1,13 @@
 """Opening a runtime: native where the model is covered, else the static cache, else dynamic.
 
-`--runtime auto` takes pld's own forward (`native.py`) when it covers the model, else the static
-runtime when transformers can build a static cache for the model, else the dynamic one, with a note
-at each fallback. On CUDA both graphed runtimes replay CUDA graphs; where the native capture fails,
-`auto` moves on to the static runtime, since transformers' forward replayed as a graph beats any
-eager forward on a GPU (the launches, not the weights, decide an eager pass there). An explicit
-`--runtime` runs eagerly when its capture fails. A `RuntimePool` keeps one runtime per kind for a
-model and reuses it while its cache is large enough, so graphs are captured once per process.
+`--runtime auto` tries the runtimes in the order of kinds.py: pld's own forward (`native.py`) when
+it covers the model, else the static runtime when transformers can build a static cache for the
+model, else the dynamic one, with a note at each fallback. On CUDA both graphed runtimes replay
+CUDA graphs; where the native capture fails, `auto` moves on to the static runtime, since
+transformers' forward replayed as a graph beats any eager forward on a GPU (the launches, not the
+weights, decide an eager pass there). An explicit `--runtime` runs eagerly when its capture fails.
+A `RuntimePool` keeps one runtime per kind for a model and reuses it while its cache is large
+enough, so graphs are captured once per process.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pld_cli.errors import PldError, Unsupported
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.cuda_graphs import capture
 from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.kinds import KINDS
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.native_graphs import capture as capture_native
 from pld_cli.runtime.static import StaticRuntime
@@ -52,19 +54,12 @@ class RuntimePool:
 
 
 def open_runtime(model: PreTrainedModel, kind: str, capacity: int, note: Note) -> Runtime:
-    if kind == "dynamic":
-        return DynamicRuntime(model)
-    if kind in ("native", "auto"):
-        native = open_native(model, kind, capacity, note)
-        if native is not None:
-            return native
-    runtime = attempt(kind, "static", lambda: StaticRuntime(model, capacity), note)
-    if runtime is None:
-        note("using the dynamic runtime")
-        return DynamicRuntime(model)
-    if runtime.device.type == "cuda":
-        attach_cuda_graphs(runtime, note)
-    return runtime
+    """The runtime of `kind`; for auto, the first of KINDS that opens (dynamic always does)."""
+    for candidate in KINDS if kind == "auto" else (kind,):
+        runtime = OPENERS[candidate](model, kind, capacity, note)
+        if runtime is not None:
+            return runtime
+    raise AssertionError("the dynamic runtime opens for every model")
 
 
 def open_native(
@@ -72,14 +67,26 @@ def open_native(
 ) -> NativeRuntime | None:
     """The native runtime (with graphs on CUDA), or None where `auto` should try the static one."""
     native = attempt(kind, "native", lambda: NativeRuntime(model, capacity), note)
-    if native is None:
-        return None
-    if native.device.type == "cuda":
+    if native is not None and native.device.type == "cuda":
         attach_cuda_graphs(native, note, capture_native)
         if native.graphs is None and kind == "auto":
             note("trying the static runtime's graphs instead of an eager native forward")
             return None
     return native
+
+
+def open_static(
+    model: PreTrainedModel, kind: str, capacity: int, note: Note
+) -> StaticRuntime | None:
+    """The static runtime (with graphs on CUDA), or None where `auto` should use the dynamic one."""
+    static = attempt(kind, "static", lambda: StaticRuntime(model, capacity), note)
+    if static is not None and static.device.type == "cuda":
+        attach_cuda_graphs(static, note)
+    return static
+
+
+def open_dynamic(model: PreTrainedModel, kind: str, capacity: int, note: Note) -> DynamicRuntime:
+    return DynamicRuntime(model)  # a cache that grows: no capacity to allocate
 
 
 def attempt(kind: str, which: str, make: Callable[[], Runtime], note: Note) -> Runtime | None:
@@ -92,6 +99,13 @@ def attempt(kind: str, which: str, make: Callable[[], Runtime], note: Note) -> R
             raise PldError(f"--runtime {which}: {why}") from None
         note(f"{which} runtime unavailable ({why})")
         return None
+
+
+OPENERS: dict[str, Callable[[PreTrainedModel, str, int, Note], Runtime | None]] = {
+    "native": open_native,
+    "static": open_static,
+    "dynamic": open_dynamic,
+}
 
 
 def attach_cuda_graphs(

@@ -6,8 +6,9 @@ from families import tiny_family_model
 
 from pld_cli.errors import PldError
 from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.kinds import KINDS
 from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.opening import CAPACITY_STEP, RuntimePool
+from pld_cli.runtime.opening import CAPACITY_STEP, OPENERS, RuntimePool
 from pld_cli.runtime.static import StaticRuntime
 
 
@@ -53,3 +54,7 @@ def test_a_request_past_the_model_limit_reuses_the_runtime():
     first = runtimes.get(1000)  # more than the model can hold: capped at its limit
     assert first.context_limit == 512
     assert runtimes.get(1000) is first
+
+
+def test_every_runtime_name_has_an_opener_and_auto_tries_them_in_order():
+    assert list(OPENERS) == list(KINDS) == ["native", "static", "dynamic"]
