@@ -40,11 +40,26 @@ def runtime_for(
     if current is None or current.context_limit < positions:
         capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP
         current = loaded.runtimes[kind] = open_runtime(loaded, kind, capacity, report)
-        report(f"runtime: {current.name}, room for {current.context_limit} positions")
+        report(
+            f"runtime: {current.name} ({chosen_because(loaded, kind, current)}), "
+            f"room for {current.context_limit} positions"
+        )
         kernels = getattr(current, "kernels", None)
         if isinstance(kernels, KernelPaths) and kernels.kernels is not None:
             report(kernels.kernels.describe() + " (where the calibration measures them faster)")
     return current
+
+
+def chosen_because(loaded: LoadedModel, kind: str, runtime: Runtime) -> str:
+    """Why this runtime runs: asked for, or what `auto` found (its fallbacks are noted before)."""
+    if kind != "auto":
+        return f"--runtime {kind}"
+    architecture = type(loaded.model).__name__
+    if runtime.name.startswith("native"):
+        return f"auto: pld's own forward covers {architecture}"
+    if runtime.name.startswith("static"):
+        return f"auto: pld's own forward does not cover this {architecture}; static cache"
+    return f"auto: {architecture} cannot have a static cache"
 
 
 def open_runtime(loaded: LoadedModel, kind: str, capacity: int, report: Report) -> Runtime:

@@ -218,7 +218,9 @@ def total(parts: list[Part], text: str | None = None, plain: bool = False) -> Re
 
 
 def summed(runs: list[Stats]) -> Stats:
-    out = Stats(costs=runs[0].costs, stop=runs[-1].stop, pass_sizes=Counter())
+    # A call cut short makes the whole incomplete: the first such stop, else the last call's.
+    stop = next((stats.stop for stats in runs if stats.stop != "eos"), runs[-1].stop)
+    out = Stats(costs=runs[0].costs, stop=stop, pass_sizes=Counter())
     for stats in runs:
         for name in ("prompt_tokens", "new_tokens", "passes", "drafted_tokens",
                      "accepted_tokens", "passes_accepting", "prefill_s", "decode_s"):  # fmt: skip
