@@ -57,7 +57,6 @@ def check_hub(name: str, revision: str | None) -> None:
         )
     host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
     if not reachable(host.hostname or "huggingface.co", host.port or 443):
-        os.environ["HF_HUB_OFFLINE"] = "1"  # so nothing later waits on the hub either
         raise PldError(
             f"{name}: no such model folder, the hub id is not in the local cache, and the hub "
             f"({host.hostname}) cannot be reached to fetch it"
