@@ -11,11 +11,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pld_cli.errors import PldError
 from pld_cli.files import read_document
-from pld_cli.tasks.longdoc import Splitter, first_round
 from pld_cli.tasks.prompts import Task
+
+if TYPE_CHECKING:  # longdoc imports torch: manifests are read and checked before it loads
+    from pld_cli.tasks.longdoc import Splitter
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ def load_corpora(folders: Sequence[Path]) -> list[Item]:
 
 def expand(items: Sequence[Item], splitter: Splitter) -> list[Item]:
     """Each item, or for a long one its chunks or pieces as items 'id#1', 'id#2', ..."""
+    from pld_cli.tasks.longdoc import first_round
+
     out = []
     for item in items:
         try:

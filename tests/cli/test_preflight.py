@@ -126,3 +126,11 @@ def test_json_records_failures_when_nothing_could_be_read(pld, tmp_path, no_load
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["file"] for r in records] == missing and all("error" in r for r in records)
     assert "no file could be read" in err
+
+
+def test_a_bad_manifest_line_fails_before_torch_is_imported(tmp_path):
+    (tmp_path / "manifest.jsonl").write_text("not json\n")
+    code, err, torch = in_fresh_process(["bench", str(tmp_path)])
+    assert code == ExitStatus.ERROR
+    assert "manifest.jsonl:1: not valid JSON" in one_error_line(err)
+    assert not torch
