@@ -109,6 +109,8 @@ def test_a_long_summary_goes_in_chunks_each_exact(pld, tiny, tmp_path):
     assert all(chunk["identical"] for chunk in chunks) and result["compare"]["identical"]
     assert result["stats"]["new_tokens"] == sum(c["stats"]["new_tokens"] for c in chunks)
     assert "pld calls" in err  # the per-call table
+    assert result["stop"] == "max_new_tokens" and chunks[0]["stop"] == "max_new_tokens"
+    assert "incomplete: generation of chunk 1/" in err  # the first call cut short, named
 
 
 def test_an_unsplittable_line_is_an_error_with_its_position(pld, tiny, tmp_path):
