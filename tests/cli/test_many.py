@@ -131,7 +131,7 @@ def test_default_model_summarizes_three_contexts_exactly(pld, tmp_path, default_
     path = tmp_path / "long.md"
     path.write_text("".join(parts))
     code, out, err = pld("summarize", str(path), "--max-new-tokens", "16", "--compare", "--json")
-    assert code == 0, err
+    assert code in (0, CUT), err  # 16 tokens: chunk summaries may be cut short
     result = json.loads(out)
     assert len([c for c in result["chunks"] if c["round"] == 1]) >= 3
     assert all(chunk["identical"] for chunk in result["chunks"])
