@@ -41,6 +41,17 @@ class Tally:
     runs: list[Stats] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
 
+    def failure(self, code: ExitStatus) -> None:
+        self.failed += 1
+        self.cut += code == ExitStatus.INCOMPLETE
+        self.codes.append(code)
+
+    def finished(self, stats: Stats, cut: bool) -> None:
+        self.done += 1
+        self.cut += cut
+        self.codes += [ExitStatus.INCOMPLETE] if cut else []
+        self.runs.append(stats)
+
     @property
     def status(self) -> ExitStatus:
         if ExitStatus.ERROR in self.codes:
@@ -53,8 +64,7 @@ def execute(
 ) -> ExitStatus:
     """Decode and deliver each file read by preflight.prepare; the exit status of the run."""
     ui = Ui(quiet=settings.quiet, live=display.live, verbose=settings.verbose)
-    tally = Tally(failed=sum(isinstance(item, Failure) for item in entries))
-    tally.codes += [ExitStatus.ERROR] * tally.failed
+    tally = Tally()
     documents = [item for item in entries if isinstance(item, Document)]
     ui.quiet_libraries()
     config = settings.decode_config(use_pld=not display.no_pld)
@@ -66,33 +76,31 @@ def execute(
         ready(loaded, positions, config, report=report, note=ui.detail)
     worker = Worker(loaded, settings, display, ui)
     for item in entries:
-        if isinstance(item, Failure):
+        if isinstance(item, Failure):  # already on stderr (preflight)
+            tally.failure(ExitStatus.ERROR)
             if display.json:
                 print_record(item.label, item.message)
             continue
         if request.several:
             ui.note(f"{item.label} ({documents.index(item) + 1}/{len(documents)})")
         try:
-            stats, cut = worker.process(item, request, splitter)
+            tally.finished(*worker.process(item, request, splitter))
         except PldError as exc:
-            message = str(exc)
-            message = message if message.startswith(item.label) else f"{item.label}: {message}"
-            if display.json:
-                print_record(item.label, message)
-            if not request.several:
-                raise
-            ui.error(message)
-            tally.failed += 1
-            tally.cut += exc.code == ExitStatus.INCOMPLETE
-            tally.codes.append(exc.code)
-            continue
-        tally.done += 1
-        tally.cut += cut
-        tally.codes += [ExitStatus.INCOMPLETE] if cut else []
-        tally.runs.append(stats)
+            failed(exc, item.label, request, display, ui)
+            tally.failure(exc.code)
     if request.several:
         close(ui, tally)
     return tally.status
+
+
+def failed(exc: PldError, label: str, request: Request, display: Display, ui: Ui) -> None:
+    """A file's error: its JSON record, then raised (one file) or one line (several go on)."""
+    message = str(exc) if str(exc).startswith(label) else f"{label}: {exc}"
+    if display.json:
+        print_record(label, message)
+    if not request.several:
+        raise exc
+    ui.error(message)
 
 
 def plural(count: int, noun: str) -> str:
@@ -172,8 +180,9 @@ class Worker:
         destination = Path(doc.path) if request.write else request.output
         cut = cut_short(parts, self.config.max_new_tokens)
         if cut and (request.diff or destination is not None):
-            what = f"{destination} left untouched" if destination else "edit incomplete: no diff"
-            raise PldError(f"{doc.label}: {what}: {cut}", code=ExitStatus.INCOMPLETE)
+            what = "edit incomplete: no diff" if destination is None else "left untouched"
+            where = f" {destination}" if request.output else ""
+            raise PldError(f"{doc.label}:{where} {what}: {cut}", code=ExitStatus.INCOMPLETE)
         patch = None
         if request.diff:
             patch = unified(doc.task.document, result.text, doc.label)
