@@ -115,3 +115,10 @@ def test_json_has_a_record_for_every_file(pld, tiny, tmp_path, model_edit):
     assert code == ExitStatus.ERROR
     assert "1 file done, 2 failed (1 cut short at --max-new-tokens)" in err
     assert err.count("pld: loading") == 1  # one loading line
+
+
+def test_a_diff_of_an_unchanged_crlf_file_is_empty(pld, tiny, tmp_path, model_edit):
+    path = write(tmp_path, b"a = 1\r\nb = 2\r\n")
+    code, out, err = pld("edit", str(path), "-i", "nothing", "--diff", *tiny)
+    assert code == 0 and out == ""
+    assert f"{path}: no changes" in err
