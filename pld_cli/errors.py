@@ -7,6 +7,7 @@ class ExitStatus(IntEnum):
     OK = 0
     ERROR = 1  # bad input, a failed run, or an unexpected error
     USAGE = 2  # the command line itself is wrong
+    INCOMPLETE = 3  # generation stopped at --max-new-tokens: text shown, nothing written
     INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 
 

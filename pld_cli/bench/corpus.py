@@ -11,12 +11,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pld_cli.errors import PldError
 from pld_cli.files import read_document
 from pld_cli.tasks.kinds import kind_of
-from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.prompts import Task
+
+if TYPE_CHECKING:  # longdoc imports torch: manifests are read and checked before it loads
+    from pld_cli.tasks.longdoc import Splitter
 
 
 @dataclass(frozen=True)

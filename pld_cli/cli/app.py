@@ -20,6 +20,7 @@ except ImportError:
 from pld_cli import __version__
 from pld_cli.cli.bench import bench
 from pld_cli.cli.options import Display, Drafting, Settings, with_options
+from pld_cli.cli.preflight import Request, prepare
 from pld_cli.errors import ExitStatus, PldError
 
 app = typer.Typer(
@@ -75,7 +76,7 @@ def edit(
     settings: Settings,
     drafting: Drafting,
     display: Display,
-) -> None:
+) -> ExitStatus:
     """Rewrite each FILE as the instruction asks; the updated file (or its diff) goes to stdout.
 
     A file too long for one pass is edited in pieces cut between top-level blocks and stitched
@@ -98,12 +99,10 @@ def edit(
         )
     if not instruction.strip():
         raise PldError("the instruction is empty", code=ExitStatus.USAGE)
-    from pld_cli.cli.run import Request, execute
-
     request = Request(
         "edit", list(files), instruction.strip(), output, write, diff, not drafting.no_pld
     )
-    execute(request, settings, display)
+    return start(request, settings, display)
 
 
 @app.command()
@@ -119,7 +118,7 @@ def summarize(
     settings: Settings,
     drafting: Drafting,
     display: Display,
-) -> None:
+) -> ExitStatus:
     """Summarize documents; each summary goes to stdout (after a `==> FILE <==` line if several).
 
     A document longer than the context (or --chunk-tokens) is cut on its headings, paragraphs
@@ -130,10 +129,16 @@ def summarize(
         raise PldError("stdin (-) can only be the one input", code=ExitStatus.USAGE)
     if len(files) > 1 and output:
         raise PldError("--output takes one document", code=ExitStatus.USAGE)
-    from pld_cli.cli.run import Request, execute
-
     request = Request("summarize", files, output=output, use_pld=not drafting.no_pld)
-    execute(request, settings, display)
+    return start(request, settings, display)
+
+
+def start(request: Request, settings: Settings, display: Display) -> ExitStatus:
+    """Everything checkable without the model libraries first; then import them and run."""
+    entries = prepare(request, settings, display.json)
+    from pld_cli.cli.run import execute
+
+    return execute(request, entries, settings, display)
 
 
 app.command()(bench)
@@ -152,6 +157,8 @@ def main() -> None:
     except typer.Abort:
         code = ExitStatus.INTERRUPTED
     except PldError as exc:
+        if debug:  # what the library said, under pld's one line
+            traceback.print_exc()
         print(f"pld: error: {exc}", file=sys.stderr)
         code = exc.code
     except KeyboardInterrupt:

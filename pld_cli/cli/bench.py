@@ -68,8 +68,10 @@ def bench(
     """Benchmark pld against greedy and transformers' generate() on corpora; table, JSON, plot."""
     import json
 
-    from pld_cli.bench import view as bench_view
     from pld_cli.bench.corpus import load_corpora
+
+    items = load_corpora(corpus_dir)  # a bad manifest fails before torch is imported
+    from pld_cli.bench import view as bench_view
     from pld_cli.bench.run import parse_methods, run_bench
     from pld_cli.cli.render import Ui
     from pld_cli.files import atomic_write
@@ -86,7 +88,6 @@ def bench(
         )
     if plot is not None:
         bench_view.require_matplotlib()
-    items = load_corpora(corpus_dir)
     ui = Ui(quiet=settings.quiet, live=False, verbose=settings.verbose)
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:

@@ -116,7 +116,7 @@ class Settings:
                "length and why, library warnings."),
     ] = False  # fmt: skip
     debug: Annotated[
-        bool, option("--debug", panel=DISPLAY, help="Show the traceback of an unexpected error.")
+        bool, option("--debug", panel=DISPLAY, help="Show the traceback of any error.")
     ] = False
 
     def __post_init__(self) -> None:

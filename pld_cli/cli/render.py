@@ -88,22 +88,29 @@ class Ui:
         """A failure the run goes on after (one of several files): shown even under -q."""
         self.console.print(f"pld: error: {message}", markup=False, soft_wrap=True)
 
+    def warning(self, message: str) -> None:
+        """A result shown but not whole (cut short): shown even under -q."""
+        self.console.print(f"pld: warning: {message}", markup=False, soft_wrap=True)
+
     def detail(self, message: str) -> None:
         """A note shown only under --verbose."""
         if self.verbose:
             self.note(message)
 
     @contextlib.contextmanager
-    def progress(self, message: str, quiet: bool = False) -> Iterator[Callable[[str], None]]:
+    def progress(
+        self, message: str, quiet: bool = False, announce: bool = True
+    ) -> Iterator[Callable[[str], None]]:
         """A spinner on a terminal (or one line elsewhere, unless quiet) whose text the callee
-        may update."""
+        may update; elsewhere, without `announce`, only the callee's lines (which say more)."""
         if self.quiet or (quiet and not self.console.is_terminal):
             yield lambda _: None
         elif self.console.is_terminal:
             with self.console.status(message) as status:
                 yield lambda text: status.update(text)
         else:
-            self.note(message)
+            if announce:
+                self.note(message)
             yield self.note
 
     @contextlib.contextmanager

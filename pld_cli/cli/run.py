@@ -9,6 +9,7 @@ any failed. Imported only when a command runs (it pulls in torch and transformer
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -16,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pld_cli.cli.options import Display, Settings
+from pld_cli.cli.preflight import Document, Entry, Failure, Request, print_record
 from pld_cli.cli.render import Ui
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import Stats
-from pld_cli.errors import PldError
-from pld_cli.files import atomic_write, read_document
+from pld_cli.errors import ExitStatus, PldError
+from pld_cli.files import as_original, atomic_write
 from pld_cli.tasks import longdoc
 from pld_cli.tasks.diff import unified
 from pld_cli.tasks.kinds import kind_of
@@ -32,102 +34,95 @@ from pld_cli.tasks.ready import ready
 from pld_cli.tasks.result import Result
 
 
-@dataclass(frozen=True)
-class Request:
-    """One command's job: which files, what to do with each, where results go."""
-
-    kind: str  # 'edit' | 'summarize'
-    files: list[str | None]  # None or '-': stdin
-    instruction: str = ""
-    output: Path | None = None
-    write: bool = False
-    diff: bool = False
-    use_pld: bool = True  # draft (pld) or decode plainly (--no-pld)
-
-    @property
-    def several(self) -> bool:
-        return len(self.files) > 1
-
-
-@dataclass
-class Document:
-    path: str | None  # as given; None for stdin
-    task: Task
-
-    @property
-    def label(self) -> str:
-        return self.path or "stdin"
-
-
 @dataclass
 class Tally:
     """Files done and failed, and their stats together, for the closing line."""
 
     done: int = 0
     failed: int = 0
+    cut: int = 0  # stopped at --max-new-tokens: shown with a warning, or refused
+    codes: list[ExitStatus] = field(default_factory=list)  # of each failed or cut-short file
     runs: list[Stats] = field(default_factory=list)
     start: float = field(default_factory=time.perf_counter)
 
+    def failure(self, code: ExitStatus) -> None:
+        self.failed += 1
+        self.cut += code == ExitStatus.INCOMPLETE
+        self.codes.append(code)
 
-def execute(request: Request, settings: Settings, display: Display) -> None:
+    def finished(self, stats: Stats, cut: bool) -> None:
+        self.done += 1
+        self.cut += cut
+        self.codes += [ExitStatus.INCOMPLETE] if cut else []
+        self.runs.append(stats)
+
+    @property
+    def status(self) -> ExitStatus:
+        if ExitStatus.ERROR in self.codes:
+            return ExitStatus.ERROR
+        return ExitStatus.INCOMPLETE if self.codes else ExitStatus.OK
+
+
+def execute(
+    request: Request, entries: list[Entry], settings: Settings, display: Display
+) -> ExitStatus:
+    """Decode and deliver each file read by preflight.prepare; the exit status of the run."""
     ui = Ui(quiet=settings.quiet, live=display.live, verbose=settings.verbose)
     tally = Tally()
-    documents = [doc for path in request.files if (doc := read(request, path, ui, tally))]
-    if not documents:
-        raise PldError("no file could be read")
+    documents = [item for item in entries if isinstance(item, Document)]
     ui.quiet_libraries()
     config = settings.decode_config(use_pld=request.use_pld)
-    with ui.progress("loading model") as report:
+    with ui.progress("loading model", announce=False) as report:
         loaded = load_model(settings.model_spec(), report)
         splitter = Splitter(loaded, config.max_new_tokens, settings.chunk_tokens)
         longest = max(len(prompt_ids(loaded.tokenizer, doc.task)) for doc in documents)
         positions = min(longest + config.max_new_tokens, splitter.context)
         ready(loaded, positions, config, report=report, note=ui.detail)
     worker = Worker(loaded, config, settings, display, ui)
-    for number, doc in enumerate(documents, 1):
-        if request.several:
-            ui.note(f"{doc.label} ({number}/{len(documents)})")
-        try:
-            stats = worker.process(doc, request, splitter)
-        except PldError as exc:
-            if not request.several:
-                raise
-            message = str(exc)
-            fail(ui, tally, message if message.startswith(doc.label) else f"{doc.label}: {message}")
+    for item in entries:
+        if isinstance(item, Failure):  # already on stderr (preflight)
+            tally.failure(ExitStatus.ERROR)
+            if display.json:
+                print_record(item.label, item.message)
             continue
-        tally.done += 1
-        tally.runs.append(stats)
+        if request.several:
+            ui.note(f"{item.label} ({documents.index(item) + 1}/{len(documents)})")
+        try:
+            tally.finished(*worker.process(item, request, splitter))
+        except PldError as exc:
+            failed(exc, item.label, request, display, ui)
+            tally.failure(exc.code)
     if request.several:
         close(ui, tally)
+    return tally.status
 
 
-def read(request: Request, path: str | None, ui: Ui, tally: Tally) -> Document | None:
-    try:
-        text, name = read_document(path)
-    except PldError as exc:
-        if not request.several:
-            raise
-        fail(ui, tally, str(exc))
-        return None
-    return Document(
-        path if path != "-" else None, Task(request.kind, text, request.instruction, name)
-    )
-
-
-def fail(ui: Ui, tally: Tally, message: str) -> None:
+def failed(exc: PldError, label: str, request: Request, display: Display, ui: Ui) -> None:
+    """A file's error: its JSON record, then raised (one file) or one line (several go on)."""
+    message = str(exc) if str(exc).startswith(label) else f"{label}: {exc}"
+    if display.json:
+        print_record(label, message)
+    if not request.several:
+        raise exc
     ui.error(message)
-    tally.failed += 1
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def close(ui: Ui, tally: Tally) -> None:
     runs = Stats.merged(tally.runs)
     wall = time.perf_counter() - tally.start
+    cut = f" ({tally.cut} cut short at --max-new-tokens)" if tally.cut else ""
     ui.note(
-        f"{tally.done} files done, {tally.failed} failed · {runs.new_tokens} new tokens · "
-        f"{runs.tokens_per_s:.1f} tok/s decoding · {wall:.1f} s in all"
+        f"{plural(tally.done, 'file')} done, {tally.failed} failed{cut} · "
+        f"{runs.new_tokens} new tokens · {runs.tokens_per_s:.1f} tok/s decoding · "
+        f"{wall:.1f} s in all"
     )
     if tally.failed:
-        raise PldError(f"{tally.failed} of {tally.done + tally.failed} files failed")
+        total = tally.done + tally.failed
+        raise PldError(f"{tally.failed} of {plural(total, 'file')} failed", code=tally.status)
 
 
 class Worker:
@@ -145,14 +140,18 @@ class Worker:
         self.plain_config = settings.decode_config(use_pld=False)
         self.sections = 0  # `==> name <==` sections written to stdout
 
-    def process(self, doc: Document, request: Request, splitter: Splitter) -> Stats:
+    def process(self, doc: Document, request: Request, splitter: Splitter) -> tuple[Stats, bool]:
+        """The file's stats, and whether its output was cut at --max-new-tokens."""
         self.doc = doc
-        text, parts = kind_of(doc.task.kind).long(doc.task, splitter, self.call)
+        kind = kind_of(doc.task.kind)
+        text, parts = kind.long(doc.task, splitter, self.call)
         result = longdoc.total(parts, text)
+        if kind.rewrites:  # the file as it was written: its endings, its last line
+            result = dataclasses.replace(result, text=as_original(doc.task.document, result.text))
         plain = longdoc.total(parts, plain=True) if self.display.compare else None
         self.report(parts, result, plain)
         self.deliver(doc, request, parts, result, plain)
-        return result.stats
+        return result.stats, longdoc.unfinished(parts) is not None
 
     def call(self, task: Task, where: str) -> Part:
         """One decode (and its plain twin under --compare), in the live view."""
@@ -184,14 +183,19 @@ class Worker:
         self, doc: Document, request: Request, parts: list[Part], result: Result,
         plain: Result | None,
     ) -> None:  # fmt: skip
+        """One rule for a cut result (stopped at --max-new-tokens): shown on stdout or in JSON
+        with a warning (exit 3), never written to a file or diffed (refused, exit 3)."""
         destination = Path(doc.path) if request.write else request.output
+        cut = cut_short(parts, self.config.max_new_tokens)
+        if cut and (request.diff or destination is not None):
+            what = "edit incomplete: no diff" if destination is None else "left untouched"
+            where = f" {destination}" if request.output else ""
+            raise PldError(f"{doc.label}:{where} {what}: {cut}", code=ExitStatus.INCOMPLETE)
         patch = None
         if request.diff:
             patch = unified(doc.task.document, result.text, doc.label)
             if not patch and not request.write:
                 self.ui.note(f"{doc.label}: no changes")
-        if request.diff or destination is not None:
-            check_complete(parts, destination or doc.label, self.config.max_new_tokens)
         if request.write and result.text == doc.task.document:
             self.ui.note(f"{doc.label}: no changes, not rewritten")
         elif destination is not None:
@@ -209,16 +213,18 @@ class Worker:
                 self.sections += 1
             sys.stdout.write(result.text)
         sys.stdout.flush()
+        if cut:
+            self.ui.warning(f"{doc.label}: incomplete: {cut} (exit 3)")
 
 
-def check_complete(parts: list[Part], destination: Path | str, max_new_tokens: int) -> None:
-    """A file is replaced (or diffed) only by a result every call of which ended at EOS."""
+def cut_short(parts: list[Part], max_new_tokens: int) -> str:
+    """Why the result is incomplete ('' when every call ended at EOS)."""
     part = longdoc.unfinished(parts)
     if part is None:
-        return
+        return ""
     which = f"of {part.where} " if len(parts) > 1 else ""
-    raise PldError(
-        f"{destination} left untouched: generation {which}stopped at {part.result.stats.stop} "
+    return (
+        f"generation {which}stopped at {part.result.stats.stop} "
         f"({part.result.stats.new_tokens} tokens) before the model finished; "
         f"raise --max-new-tokens (now {max_new_tokens})"
     )

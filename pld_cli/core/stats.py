@@ -57,8 +57,10 @@ class Stats:
     @classmethod
     def merged(cls, runs: Sequence[Stats]) -> Stats:
         """The stats of several decodes as one (a long document's calls, a run's files): counts
-        and times summed, the last one's stop, the first one's costs."""
-        out = cls(costs=runs[0].costs if runs else None, stop=runs[-1].stop if runs else None)
+        and times summed, the first one's costs; a call cut short makes the whole incomplete, so
+        the stop is the first that is not EOS, else the last one's."""
+        stop = next((s.stop for s in runs if s.stop != "eos"), runs[-1].stop) if runs else None
+        out = cls(costs=runs[0].costs if runs else None, stop=stop)
         for stats in runs:
             for name in cls.COUNTS:
                 setattr(out, name, getattr(out, name) + getattr(stats, name))

@@ -47,10 +47,23 @@ class RuntimePool:
         if current is None or current.context_limit < positions:
             capacity = -(-positions // CAPACITY_STEP) * CAPACITY_STEP
             current = self.open[kind] = open_runtime(self.model, kind, capacity, note)
-            note(f"runtime: {current.name}, room for {current.context_limit} positions")
+            because = chosen_because(self.model, kind, current)
+            note(f"runtime: {current.name} ({because}), room for {current.context_limit} positions")
             for line in current.notes():
                 note(line)
         return current
+
+
+def chosen_because(model: PreTrainedModel, kind: str, runtime: Runtime) -> str:
+    """Why this runtime runs: asked for, or what `auto` found (its fallbacks are noted before)."""
+    if kind != "auto":
+        return f"--runtime {kind}"
+    architecture = type(model).__name__
+    if runtime.name.startswith("native"):
+        return f"auto: pld's own forward covers {architecture}"
+    if runtime.name.startswith("static"):
+        return f"auto: pld's own forward does not cover this {architecture}; static cache"
+    return f"auto: {architecture} cannot have a static cache"
 
 
 def open_runtime(model: PreTrainedModel, kind: str, capacity: int, note: Note) -> Runtime:

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.opening import RuntimePool
 from pld_cli.tasks.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
+from pld_cli.tasks.sources import check_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -84,14 +85,13 @@ def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:
     """(what to pass to from_pretrained, the name to show) for a model spec."""
     if spec.name is None:
         return str(converted_gguf(default_gguf(), report)), DEFAULT_MODEL
+    if check_source(spec.name, spec.revision) != "gguf":
+        return spec.name, spec.name
     path = Path(spec.name).expanduser()
-    if spec.name.endswith(".gguf"):
-        if not path.is_file():
-            raise PldError(f"model file not found: {spec.name}")
+    try:
         return str(converted_gguf(path, report)), path.name
-    if path.exists() and not path.is_dir():
-        raise PldError(f"not a model folder or .gguf file: {spec.name}")
-    return spec.name, spec.name
+    except Exception as exc:  # noqa: BLE001 - whatever the GGUF reader trips on is the file's fault
+        raise PldError(f"{spec.name}: cannot read this GGUF file ({one_line(exc)})") from exc
 
 
 def from_pretrained(auto_class, source: str, **kwargs):
@@ -103,5 +103,10 @@ def from_pretrained(auto_class, source: str, **kwargs):
     try:
         return auto_class.from_pretrained(source, **kwargs)
     except (OSError, ValueError) as exc:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PldError(f"cannot load model '{source}': {reason}") from None
+        raise PldError(f"cannot load model '{source}': {one_line(exc)}") from exc
+
+
+def one_line(exc: Exception, limit: int = 300) -> str:
+    """A library's message on one line: its lines joined, since the first may stop mid-sentence."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from pld_cli.core.stats import Stats
+from pld_cli.errors import ExitStatus
 from pld_cli.tasks.result import Result
 
+CUT = ExitStatus.INCOMPLETE
 SOURCE = "def f(x):\n    return x + 1\n"
 SECTION = (
     "## Part {n}\n\n" + "The report for part {n} lists revenue, costs and plans. " * 8 + "\n\n"
@@ -88,18 +90,18 @@ def test_several_edits_to_stdout_are_a_usage_error(pld, tmp_path):
 def test_several_summaries_have_headers_or_json_lines(pld, tiny, tmp_path):
     paths = files(tmp_path, a="Revenue rose.\n", b="Costs fell.\n")
     code, out, _ = pld("summarize", *paths, *tiny, "-q")
-    assert code == 0
+    assert code == CUT  # the tiny model never ends on its own
     assert out.startswith(f"==> {paths[0]} <==\n") and f"\n\n==> {paths[1]} <==\n" in out
     code, out, err = pld("summarize", *paths, *tiny, "--json")
-    assert code == 0
+    assert code == CUT
     assert [json.loads(line)["file"] for line in out.splitlines()] == paths
-    assert "2 files done, 0 failed" in err
+    assert "2 files done, 0 failed (2 cut short at --max-new-tokens)" in err
 
 
 def test_a_long_summary_goes_in_chunks_each_exact(pld, tiny, tmp_path):
     (path,) = files(tmp_path, long="".join(SECTION.format(n=n) for n in range(6)))
     code, out, err = pld("summarize", path, *tiny, "--chunk-tokens", "200", "--compare", "--json")
-    assert code == 0, err
+    assert code == CUT, err
     result = json.loads(out)
     chunks = result["chunks"]
     assert len(chunks) > 2 and chunks[-1]["round"] == 2
@@ -107,6 +109,8 @@ def test_a_long_summary_goes_in_chunks_each_exact(pld, tiny, tmp_path):
     assert all(chunk["identical"] for chunk in chunks) and result["compare"]["identical"]
     assert result["stats"]["new_tokens"] == sum(c["stats"]["new_tokens"] for c in chunks)
     assert "pld calls" in err  # the per-call table
+    assert result["stop"] == "max_new_tokens" and chunks[0]["stop"] == "max_new_tokens"
+    assert "incomplete: generation of chunk 1/" in err  # the first call cut short, named
 
 
 def test_an_unsplittable_line_is_an_error_with_its_position(pld, tiny, tmp_path):
@@ -127,7 +131,7 @@ def test_default_model_summarizes_three_contexts_exactly(pld, tmp_path, default_
     path = tmp_path / "long.md"
     path.write_text("".join(parts))
     code, out, err = pld("summarize", str(path), "--max-new-tokens", "16", "--compare", "--json")
-    assert code == 0, err
+    assert code in (0, CUT), err  # 16 tokens: chunk summaries may be cut short
     result = json.loads(out)
     assert len([c for c in result["chunks"] if c["round"] == 1]) >= 3
     assert all(chunk["identical"] for chunk in result["chunks"])

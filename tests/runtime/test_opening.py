@@ -45,7 +45,7 @@ def test_a_sliding_window_model_runs_static_and_verbose_names_the_kernels():
     runtime = pool(tiny_family_model("mistral")).get(100, note=notes.append)
     assert isinstance(runtime, StaticRuntime)
     assert "native runtime unavailable (a sliding window of 8 positions" in notes[0]
-    assert notes[1].startswith("runtime: static")
+    assert notes[1].startswith("runtime: static (auto: pld's own forward does not cover this")
     assert "linear layers 15 Linear" in notes[2]  # 7 per layer and the head
 
 

@@ -65,6 +65,12 @@ def test_long_documents_are_mapped_then_reduced(tokenizer):
     assert total.token_ids == list(range(1, len(parts) + 1))
 
 
+def test_a_chunk_cut_short_makes_the_whole_summary_cut_short():
+    runs = [Stats(stop="eos"), Stats(stop="max_new_tokens"), Stats(stop="eos")]
+    assert Stats.merged(runs).stop == "max_new_tokens"  # not the last call's "eos"
+    assert Stats.merged(runs[:1]).stop == "eos"
+
+
 def test_summaries_that_do_not_shrink_are_an_error(tokenizer):
     cut = splitter(tokenizer, chunk_tokens=300)
     with pytest.raises(PldError, match="no shorter"):

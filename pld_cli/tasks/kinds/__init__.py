@@ -1,11 +1,14 @@
 """The task registry: each kind of task pld runs is one module of this package, found by name.
 
 A kind (`TaskKind`) owns everything that differs between tasks: its templates (prompts/<name>.txt,
-and <name>_part.txt where a long file is cut in pieces), whether it needs an instruction, how the
+and <name>_part.txt where a long file is cut in pieces), whether it needs an instruction and
+whether its result is the document rewritten, how the
 model's text becomes the result (`finish`), how a document too long for one call runs (`long`:
 map-reduce for a summary, pieces stitched back for an edit) and which calls of such a document a
 benchmark times (`first_round`: later rounds depend on each method's output). Adding a kind is
 one module here that defines `KIND`, plus its template; the command line gives it a command.
+The registry imports no model library (kind modules import longdoc.py where they run it), so
+manifests and inputs are checked before torch loads.
 """
 
 from __future__ import annotations
@@ -15,10 +18,13 @@ import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 from pld_cli.errors import PldError
-from pld_cli.tasks.longdoc import Decode, Part, Splitter
 from pld_cli.tasks.prompts import Task
+
+if TYPE_CHECKING:  # longdoc imports torch; the registry is read before it loads (manifests)
+    from pld_cli.tasks.longdoc import Decode, Part, Splitter
 
 Calls = list[tuple[str, Task]]  # (where, task) of each call: 'the whole file', 'chunk 2/5', ...
 
@@ -27,6 +33,7 @@ Calls = list[tuple[str, Task]]  # (where, task) of each call: 'the whole file', 
 class TaskKind:
     name: str  # as in Task.kind, manifests and JSON
     needs_instruction: bool
+    rewrites: bool  # the result is the document rewritten (kept in its line endings, --write)
     finish: Callable[[Task, str], str]  # (task, the answer as the model wrote it) -> the result
     long: Callable[[Task, Splitter, Decode], tuple[str, list[Part]]]  # -> (result, its calls)
     first_round: Callable[[Task, Splitter], Calls]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pld_cli.tasks import longdoc
+from typing import TYPE_CHECKING
+
 from pld_cli.tasks.kinds import Calls, TaskKind
-from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.prompts import Task
+
+if TYPE_CHECKING:  # longdoc imports torch: imported where it runs (kinds/__init__.py)
+    from pld_cli.tasks.longdoc import Decode, Part, Splitter
 
 
 def finish(task: Task, text: str) -> str:
@@ -29,8 +32,16 @@ def strip_fence(text: str) -> str:
     return "\n".join(lines[1 : closing[-1] if closing else len(lines)]) + "\n"
 
 
+def long(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+    from pld_cli.tasks import longdoc
+
+    return longdoc.edit_in_pieces(task, splitter, decode)
+
+
 def first_round(task: Task, splitter: Splitter) -> Calls:
+    from pld_cli.tasks import longdoc
+
     return longdoc.piece_tasks(task, splitter)[1] or [("the whole file", task)]
 
 
-KIND = TaskKind("edit", True, finish, longdoc.edit_in_pieces, first_round)
+KIND = TaskKind("edit", True, True, finish, long, first_round)

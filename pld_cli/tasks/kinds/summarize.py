@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pld_cli.tasks import longdoc
+from typing import TYPE_CHECKING
+
 from pld_cli.tasks.kinds import Calls, TaskKind
-from pld_cli.tasks.longdoc import Decode, Part, Splitter
 from pld_cli.tasks.prompts import Task
+
+if TYPE_CHECKING:  # longdoc imports torch: imported where it runs (kinds/__init__.py)
+    from pld_cli.tasks.longdoc import Decode, Part, Splitter
 
 
 def finish(task: Task, text: str) -> str:
@@ -13,14 +16,18 @@ def finish(task: Task, text: str) -> str:
 
 
 def long(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+    from pld_cli.tasks import longdoc
+
     parts = longdoc.map_reduce(task, splitter, decode)
     return parts[-1].result.text, parts
 
 
 def first_round(task: Task, splitter: Splitter) -> Calls:
+    from pld_cli.tasks import longdoc
+
     if splitter.fits(task):
         return [("the whole document", task)]
     return longdoc.chunk_tasks(task, splitter)
 
 
-KIND = TaskKind("summarize", False, finish, long, first_round)
+KIND = TaskKind("summarize", False, False, finish, long, first_round)
