@@ -20,12 +20,12 @@ def model_edit(monkeypatch):
     """Rewrites the file as a model would (LF lines, a final newline), renaming old to new;
     files containing 'LONG' stop at --max-new-tokens."""
 
-    def run(loaded, task, config, observe=None):
+    def run_task(loaded, task, config, observe=None):
         text = task.document.replace("\r\n", "\n").rstrip("\n").replace("old", "new") + "\n"
         stop = "max_new_tokens" if "LONG" in task.document else "eos"
         return Result(text, [1], Stats(new_tokens=1, passes=1, decode_s=0.1, stop=stop))
 
-    monkeypatch.setattr("pld_cli.cli.run.run", run)
+    monkeypatch.setattr("pld_cli.cli.run.run_task", run_task)
 
 
 def write(tmp_path, data: bytes, name: str = "f.py"):
