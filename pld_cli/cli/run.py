@@ -15,12 +15,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pld_cli.cli.guard import refusal
 from pld_cli.cli.options import Display, Settings
 from pld_cli.cli.render import Ui
 from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
-from pld_cli.files import atomic_write, read_document
+from pld_cli.files import atomic_write, keep_backup, read_document
 from pld_cli.tasks import longdoc
+from pld_cli.tasks.checks import Check, check_edit, summary_line
 from pld_cli.tasks.diff import unified
 from pld_cli.tasks.longdoc import Part, Splitter
 from pld_cli.tasks.models import LoadedModel, load_model
@@ -38,6 +40,9 @@ class Request:
     output: Path | None = None
     write: bool = False
     diff: bool = False
+    check: bool = True  # refuse to write an edit that breaks the file's format (--no-check)
+    force: bool = False  # write an edit that removes top-level structure without asking
+    backup: str | None = None  # keep the original as FILE + this suffix (--backup)
 
     @property
     def several(self) -> bool:
@@ -184,14 +189,18 @@ class Worker:
                 self.ui.note(f"{doc.label}: no changes")
         if request.diff or destination is not None:
             check_complete(parts, destination or doc.label, self.config.max_new_tokens)
+        check, refused = self.checked(doc, request, result, destination)
         if request.write and result.text == doc.task.document:
             self.ui.note(f"{doc.label}: no changes, not rewritten")
-        elif destination is not None:
+        elif destination is not None and not refused:
+            if request.backup:
+                keep_backup(destination, request.backup)
             atomic_write(destination, result.text)
             self.ui.note(f"wrote {destination}")
         if self.display.json:
             record = as_json(result, self.loaded.name, plain, parts, doc.label)
             record |= {"diff": patch} if request.diff else {}
+            record |= {"check": check.as_dict()} if check else {}
             print(json.dumps(record, ensure_ascii=False))
         elif request.diff:
             self.ui.diff(patch, to_stderr=destination is not None)
@@ -201,6 +210,19 @@ class Worker:
                 self.sections += 1
             sys.stdout.write(result.text)
         sys.stdout.flush()
+        if refused:
+            raise PldError(refused)
+
+    def checked(
+        self, doc: Document, request: Request, result: Result, destination: Path | None
+    ) -> tuple[Check | None, str | None]:
+        """An edit's checks, their summary line on stderr, and why it may not be written."""
+        if doc.task.kind != "edit" or result.text == doc.task.document:
+            return None, None
+        check = check_edit(doc.label, doc.task.document, result.text)
+        self.ui.note(summary_line(doc.label, check))
+        why = refusal(check, destination, request.write, request.check, request.force, self.ui)
+        return check, why
 
 
 def check_complete(parts: list[Part], destination: Path | str, max_new_tokens: int) -> None:
