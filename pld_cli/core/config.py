@@ -3,6 +3,7 @@ command line shows. Plain data (no torch), so `pld --help` reads them without lo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -23,7 +24,14 @@ class DecodeConfig:
     use_pld: bool = True
     draft: str = "adaptive"  # 'adaptive' | 'fixed'
     sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
+    repetition_penalty: float = 1.0  # transformers' semantics; 1 is off (core/repetition.py)
+    stop_loops: bool = False  # end when the output repeats a span of its own (core/repetition.py)
 
     @property
     def adaptive(self) -> bool:
         return self.use_pld and self.draft == "adaptive"
+
+    def for_task(self, kind: str) -> DecodeConfig:
+        """This config for an edit or a summary: the loop stop is for summaries only (code and
+        edited text repeat legitimately)."""
+        return dataclasses.replace(self, stop_loops=self.stop_loops and kind == "summarize")
