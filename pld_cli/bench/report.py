@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pld_cli.bench.corpus import Item, expand
 from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, RUNTIME_SUFFIXES, Run, runner
 from pld_cli.core.config import DecodeConfig, SamplingConfig
+from pld_cli.core.repetition import repeated_share
 from pld_cli.core.stats import measured_speedup, predicted_speedup, ratio
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.base import context_limit
@@ -51,6 +52,11 @@ class MethodResult:
         return ratio(self.run.accepted_tokens, self.run.passes_accepting)
 
     @property
+    def loop_share(self) -> float:
+        """Share of the output inside a span it already wrote (a loop, not a fast copy)."""
+        return repeated_share(self.run.token_ids)
+
+    @property
     def predicted_speedup(self) -> float | None:
         run = self.mean_accepted
         return None if run is None else predicted_speedup(self.copy_rate, run)
@@ -73,6 +79,7 @@ class MethodResult:
             "speedup_vs_hf_greedy": rounded(self.speedup_vs_hf_greedy, 3),
             "identical_to_greedy": self.identical_to_greedy,
             "first_divergence": self.first_divergence,
+            "loop_share": rounded(self.loop_share, 4),
         } | self.details()
 
     def details(self) -> dict:
@@ -89,6 +96,11 @@ class ItemResult:
     item: Item
     methods: dict[str, MethodResult]
 
+    @property
+    def looping(self) -> bool:
+        """Whether any method's output repeats a span of its own (core/repetition.py)."""
+        return any(result.loop_share > 0 for result in self.methods.values())
+
 
 @dataclass
 class Report:
@@ -102,12 +114,13 @@ class Report:
     wall_s: float = 0.0
     runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
 
-    def summary(self) -> dict[str, dict[str, dict]]:
+    def summary(self, loop_free: bool = False) -> dict[str, dict[str, dict]]:
         """Per corpus and method: aggregate tok/s, its ratio to greedy's and to hf-greedy's,
-        items identical."""
+        items identical; over the items without a loop in any output, with loop_free."""
         out: dict[str, dict[str, dict]] = {}
-        for corpus in dict.fromkeys(r.item.corpus for r in self.items):
-            results = [r.methods for r in self.items if r.item.corpus == corpus]
+        kept = [r for r in self.items if not (loop_free and r.looping)]
+        for corpus in dict.fromkeys(r.item.corpus for r in kept):
+            results = [r.methods for r in kept if r.item.corpus == corpus]
             rates = {m: aggregate_rate([r[m] for r in results]) for m in results[0]}
             out[corpus] = {
                 method: {
@@ -167,6 +180,7 @@ class Report:
                 for r in self.items
             ],
             "summary": self.summary(),
+            "summary_loop_free": self.summary(loop_free=True),
             "documents": self.documents(),
         }
 
@@ -249,9 +263,10 @@ def run_bench(
         progress(f"warm-up {method}")
     for item, ids in zip(items, prompts, strict=True):
         runs: dict[str, list[Run]] = {method: [] for method in methods}
+        task_config = config.for_task(item.task.kind)  # the loop stop only for summaries
         for _ in range(repeat):
             for method in methods:
-                runs[method].append(runner(method)(loaded, ids, config))
+                runs[method].append(runner(method)(loaded, ids, task_config))
                 progress(f"{item.corpus}/{item.id} {method}")
         report.items.append(ItemResult(item, compare(runs)))
     report.wall_s = time.perf_counter() - start

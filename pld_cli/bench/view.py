@@ -91,6 +91,7 @@ def items_table(report: Report) -> Table:
         "vs hf-greedy",
         "tok/s",
         "= greedy",
+        "loop",
     ]
     table = grouped_table("pld bench: items", heads)
     for row in report.items:
@@ -108,15 +109,18 @@ def items_table(report: Report) -> Table:
                 times(r.speedup_vs_hf_greedy),
                 cell(r.tokens_per_s, ".1f"),
                 same(r),
+                cell(r.loop_share, ".0%"),
                 end_section=n == len(row.methods) - 1,
             )
     return table
 
 
-def summary_table(report: Report) -> Table:
+def summary_table(report: Report, loop_free: bool = False) -> Table:
+    """The corpora; with loop_free, only items no output of which repeats itself ("loop" 0%)."""
     heads = ["corpus", "method", "items", "tok/s", "vs greedy", "vs hf-greedy", "= greedy"]
-    table = grouped_table("pld bench: corpora", heads)
-    for corpus, methods in report.summary().items():
+    title = "pld bench: corpora, loop-free items" if loop_free else "pld bench: corpora"
+    table = grouped_table(title, heads)
+    for corpus, methods in report.summary(loop_free).items():
         for n, (method, s) in enumerate(methods.items()):
             identical = s["identical_items"]
             table.add_row(
@@ -166,6 +170,7 @@ def show(report: Report, to_stderr: bool) -> None:
     if report.documents():
         out.print(documents_table(report))
     out.print(summary_table(report))
+    out.print(summary_table(report, loop_free=True))
 
 
 def require_matplotlib() -> None:

@@ -135,8 +135,9 @@ class Worker:
 
     def __init__(self, loaded: LoadedModel, settings: Settings, display: Display, ui: Ui) -> None:
         self.loaded, self.display, self.ui = loaded, display, ui
-        self.config = settings.decode_config(use_pld=not display.no_pld)
-        self.plain_config = settings.decode_config(use_pld=False)
+        penalty = getattr(loaded.model.generation_config, "repetition_penalty", None)
+        self.config = settings.decode_config(use_pld=not display.no_pld, model_penalty=penalty)
+        self.plain_config = settings.decode_config(use_pld=False, model_penalty=penalty)
         self.sections = 0  # `==> name <==` sections written to stdout
 
     def process(self, doc: Document, request: Request, splitter: Splitter) -> Stats:
@@ -158,14 +159,17 @@ class Worker:
             self.ui.note(f"{self.doc.label}: {where}")
         with self.ui.live(None if whole else where) as observe:
             try:
-                result = run(self.loaded, task, self.config, observe=observe)
+                result = run(self.loaded, task, self.config.for_task(task.kind), observe=observe)
             except PldError as exc:  # input too long: which part
                 raise PldError(str(exc) if whole else f"{where}: {exc}") from None
+        if result.stats.stop == "repetition":
+            self.ui.note(f"{self.doc.label}: stopped where the output began to repeat itself "
+                         "(--allow-repetition goes on)")  # fmt: skip
         plain = None
         if self.display.compare:
             # One line per call of a long document would only repeat its "chunk" line.
             with self.ui.progress("decoding again without drafting (--compare)", quiet=not whole):
-                plain = run(self.loaded, task, self.plain_config)
+                plain = run(self.loaded, task, self.plain_config.for_task(task.kind))
         return Part(0, 0, where, len(task.document), result, plain)
 
     def report(self, parts: list[Part], result: Result, plain: Result | None) -> None:

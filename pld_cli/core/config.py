@@ -26,6 +26,7 @@ class DecodeConfig:
     sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
     repetition_penalty: float = 1.0  # transformers' semantics; 1 is off (core/repetition.py)
     stop_loops: bool = False  # end when the output repeats a span of its own (core/repetition.py)
+    loop_span: int = 24  # tokens: about a sentence, longer than phrases a text rightly repeats
 
     @property
     def adaptive(self) -> bool:

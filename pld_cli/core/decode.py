@@ -66,7 +66,7 @@ def generate(
         raise ValueError("empty prompt")
     if config.repetition_penalty != 1.0:
         runtime = PenalizedRuntime(runtime, config.repetition_penalty)
-    loops = LoopStop() if config.stop_loops else None
+    loops = LoopStop(config.loop_span) if config.stop_loops else None
     start = time.perf_counter()
     runtime.prefill(prompt_ids[:-1])
     yield Prefill(len(prompt_ids), time.perf_counter() - start)

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from pld_cli.core.config import DecodeConfig
+
 if TYPE_CHECKING:  # the loop needs only the protocol, never a model library
     from pld_cli.runtime.base import Runtime
 
-LOOP_SPAN = 24  # tokens: about one sentence, longer than the phrases a text legitimately repeats
+LOOP_SPAN = DecodeConfig.loop_span
 LOOP_REPEATS = 2  # the output stops when a span comes back for the second time (its 3rd copy)
 
 
