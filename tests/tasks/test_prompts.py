@@ -23,6 +23,14 @@ def test_strip_fence_drops_remarks_after_it_and_keeps_inner_fences():
     assert strip_fence(text) == "# T\n```sh\nls\n```\nend\n"
 
 
+def test_the_fence_closes_after_the_files_own_closing_lines():
+    again = "```\nOutput:\n```\na = 2\n```\n"  # what a small model may write after the file
+    assert strip_fence("```\na = 2\n" + again, inner=0) == "a = 2\n"
+    inner = "```\n# T\n```\nls\n```\nend\n"
+    assert strip_fence(inner + again, inner=2) == "# T\n```\nls\n```\nend\n"
+    assert finish(Task("edit", "a = 1\n"), "a = 2\n" + again) == "a = 2\n"
+
+
 def test_unfenced_text_is_kept():
     assert strip_fence("a = 1\n") == "a = 1\n"
 
