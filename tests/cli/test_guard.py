@@ -118,3 +118,14 @@ def test_a_rename_is_not_a_removal(pld, tiny, tmp_path):
     path.write_text("def f():\n    return 1\n")
     code, _, err = pld("edit", str(path), "-i", "def f=>def g", "--write", *tiny)
     assert code == 0 and "removed: f() · added: g()" in err
+
+
+@pytest.mark.parametrize("answer,written", [(b"y\n", True), (b"\n", False)])
+def test_on_a_terminal_a_removal_is_asked(pld, tiny, tmp_path, monkeypatch, answer, written):
+    monkeypatch.setattr("pld_cli.cli.guard.interactive", lambda ui: True)
+    path = tmp_path / "c.yaml"
+    path.write_text(CONFIG)
+    code, _, err = pld("edit", str(path), "-i", "logging:\n  level: info\n=>", "-w", *tiny,
+                       stdin=answer)  # fmt: skip
+    assert "the edit removes logging; replace" in err
+    assert (code, path.read_text() != CONFIG) == ((0, True) if written else (1, False))
