@@ -221,10 +221,11 @@ class Worker:
         self, doc: Document, request: Request, result: Result, destination: Path | None
     ) -> tuple[Check | None, str | None]:
         """An edit's checks, their summary line on stderr, and why it may not be written."""
-        if doc.task.kind != "edit" or result.text == doc.task.document:
+        if doc.task.kind != "edit":
             return None, None
         check = check_edit(doc.label, doc.task.document, result.text)
-        self.ui.note(summary_line(doc.label, check))
+        if result.text != doc.task.document:
+            self.ui.note(summary_line(doc.label, check))
         why = refusal(check, destination, request.write, request.check, request.force, self.ui)
         return check, why
 
