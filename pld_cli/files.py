@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import sys
 import tempfile
@@ -149,3 +150,23 @@ def default_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return 0o666 & ~umask
+
+
+def keep_backup(path: Path, suffix: str) -> Path:
+    """Copy path to path + suffix (bytes, mode and times), itself atomically, before a rewrite."""
+    source = Path(path)
+    backup = source.with_name(source.name + suffix)
+    refusal = f"{backup}: cannot keep the backup ({{}}); {path} left untouched"
+    try:
+        fd, temp = tempfile.mkstemp(dir=source.parent, prefix=f".{backup.name}.", suffix=".pld-tmp")
+    except OSError as exc:
+        raise PldError(refusal.format(exc.strerror)) from None
+    os.close(fd)
+    try:
+        shutil.copy2(source, temp)
+        os.replace(temp, backup)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise PldError(refusal.format(exc.strerror)) from None
+    return backup

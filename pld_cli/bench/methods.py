@@ -107,6 +107,7 @@ def run_hf_generate(
                        top_k=sampling.top_k)  # fmt: skip
     else:
         options = dict(do_sample=False)
+    options["repetition_penalty"] = config.repetition_penalty
     pad = loaded.tokenizer.pad_token_id
     eos = sorted(loaded.eos_ids)
     handle = model.register_forward_hook(hook)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pld_cli.bench.corpus import Item
 from pld_cli.bench.methods import MethodRun
 from pld_cli.core.config import SamplingConfig
+from pld_cli.core.repetition import repeated_share
 from pld_cli.core.stats import copy_rate, mean_accepted, measured_speedup, predicted_speedup, ratio
 
 
@@ -39,6 +40,11 @@ class MethodResult:
         return mean_accepted(self.run.accepted_tokens, self.run.passes_accepting)
 
     @property
+    def loop_share(self) -> float:
+        """Share of the output inside a span it already wrote (a loop, not a fast copy)."""
+        return repeated_share(self.run.token_ids)
+
+    @property
     def predicted_speedup(self) -> float | None:
         run = self.mean_accepted
         return None if run is None else predicted_speedup(self.copy_rate, run)
@@ -61,6 +67,7 @@ class MethodResult:
             "speedup_vs_hf_greedy": rounded(self.speedup_vs_hf_greedy, 3),
             "identical_to_greedy": self.identical_to_greedy,
             "first_divergence": self.first_divergence,
+            "loop_share": rounded(self.loop_share, 4),
         } | self.details()
 
     def details(self) -> dict:
@@ -77,6 +84,11 @@ class ItemResult:
     item: Item
     methods: dict[str, MethodResult]
 
+    @property
+    def looping(self) -> bool:
+        """Whether any method's output repeats a span of its own (core/repetition.py)."""
+        return any(result.loop_share > 0 for result in self.methods.values())
+
 
 @dataclass
 class BenchReport:
@@ -90,12 +102,13 @@ class BenchReport:
     wall_s: float = 0.0
     runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
 
-    def summary(self) -> dict[str, dict[str, dict]]:
+    def summary(self, loop_free: bool = False) -> dict[str, dict[str, dict]]:
         """Per corpus and method: aggregate tok/s, its ratio to greedy's and to hf-greedy's,
-        items identical."""
+        items identical; over the items without a loop in any output, with loop_free."""
         out: dict[str, dict[str, dict]] = {}
-        for corpus in dict.fromkeys(r.item.corpus for r in self.items):
-            results = [r.methods for r in self.items if r.item.corpus == corpus]
+        kept = [r for r in self.items if not (loop_free and r.looping)]
+        for corpus in dict.fromkeys(r.item.corpus for r in kept):
+            results = [r.methods for r in kept if r.item.corpus == corpus]
             rates = {m: aggregate_rate([r[m] for r in results]) for m in results[0]}
             out[corpus] = {
                 method: {
@@ -155,6 +168,7 @@ class BenchReport:
                 for r in self.items
             ],
             "summary": self.summary(),
+            "summary_loop_free": self.summary(loop_free=True),
             "documents": self.documents(),
         }
 

@@ -20,6 +20,7 @@ from pld_cli.core.stats import measured_speedup
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.kinds import KINDS
+from pld_cli.tasks.kinds import kind_of
 from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import check_fits
@@ -69,9 +70,10 @@ def run_bench(
         progress(f"warm-up {method}")
     for item, ids in zip(items, prompts, strict=True):
         runs: dict[str, list[MethodRun]] = {method: [] for method in methods}
+        task_config = config.for_task(kind_of(item.task.kind).stops_at_loops)
         for _ in range(repeat):
             for method in methods:
-                runs[method].append(runner(method)(loaded, ids, config))
+                runs[method].append(runner(method)(loaded, ids, task_config))
                 progress(f"{item.corpus}/{item.id} {method}")
         report.items.append(ItemResult(item, compare(runs)))
     report.wall_s = time.perf_counter() - start

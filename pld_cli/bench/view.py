@@ -103,6 +103,7 @@ def item_cells(r: MethodResult) -> list[str]:
         times(r.speedup_vs_hf_greedy),
         cell(r.tokens_per_s, ".1f"),
         same(r),
+        cell(r.loop_share, ".0%"),
     ]
 
 
@@ -128,14 +129,16 @@ def document_cells(d: dict) -> list[str]:
 
 def items_table(report: BenchReport) -> Table:
     heads = ["item", "method", "new tok", "passes", "tok/pass", "copy f", "run L", "predicted",
-             "vs greedy", "vs hf-greedy", "tok/s", "= greedy"]  # fmt: skip
+             "vs greedy", "vs hf-greedy", "tok/s", "= greedy", "loop"]  # fmt: skip
     groups = {f"{row.item.corpus}/{row.item.id}": row.methods for row in report.items}
     return grouped_table("pld bench: items", heads, groups, item_cells)
 
 
-def summary_table(report: BenchReport) -> Table:
+def summary_table(report: BenchReport, loop_free: bool = False) -> Table:
+    """The corpora; with loop_free, only items no output of which repeats itself ("loop" 0%)."""
     heads = ["corpus", "method", "items", "tok/s", "vs greedy", "vs hf-greedy", "= greedy"]
-    return grouped_table("pld bench: corpora", heads, report.summary(), corpus_cells)
+    title = "pld bench: corpora, loop-free items" if loop_free else "pld bench: corpora"
+    return grouped_table(title, heads, report.summary(loop_free), corpus_cells)
 
 
 def documents_table(report: BenchReport) -> Table:
@@ -159,6 +162,7 @@ def show(report: BenchReport, to_stderr: bool) -> None:
     if report.documents():
         out.print(documents_table(report))
     out.print(summary_table(report))
+    out.print(summary_table(report, loop_free=True))
 
 
 def require_matplotlib() -> None:

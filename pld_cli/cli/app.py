@@ -72,6 +72,32 @@ def edit(
             "--write or -o, after the file is written).",
         ),
     ] = False,  # fmt: skip
+    no_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-check",
+            help="Write an edit even when it no longer parses as the "
+            "file's format (Python, JSON, TOML, YAML).",
+        ),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --write, replace a file even when the edit removes "
+            "top-level structure, without asking.",
+        ),
+    ] = False,
+    backup: Annotated[
+        str | None,
+        typer.Option(
+            "--backup",
+            metavar="[=SUFFIX]",
+            show_default=False,
+            help="With --write, keep the original beside the file as FILE.bak (or "
+            "FILE + SUFFIX with --backup=SUFFIX).",
+        ),
+    ] = None,
     *,
     settings: Settings,
     drafting: Drafting,
@@ -99,9 +125,12 @@ def edit(
         )
     if not instruction.strip():
         raise PldError("the instruction is empty", code=ExitStatus.USAGE)
+    if backup is not None and not (write and backup):
+        raise PldError("--backup needs --write and a non-empty SUFFIX", code=ExitStatus.USAGE)
     request = Request(
-        "edit", list(files), instruction.strip(), output, write, diff, not drafting.no_pld
-    )
+        "edit", list(files), instruction.strip(), output, write, diff, not drafting.no_pld,
+        check=not no_check, force=force, backup=backup,
+    )  # fmt: skip
     return start(request, settings, display)
 
 
@@ -144,10 +173,17 @@ def start(request: Request, settings: Settings, display: Display) -> ExitStatus:
 app.command()(bench)
 
 
+def optional_values(args: list[str]) -> list[str]:
+    """A bare `--backup` means `--backup=.bak` (as `sed -i.bak`, the suffix only ever attached:
+    click would take the next argument, a FILE, for it)."""
+    end = args.index("--") if "--" in args else len(args)
+    return [f"{a}=.bak" if a == "--backup" else a for a in args[:end]] + args[end:]
+
+
 def main() -> None:
     debug = "--debug" in sys.argv[1:]
     try:
-        code = app(standalone_mode=False)
+        code = app(args=optional_values(sys.argv[1:]), standalone_mode=False)
     except click_exceptions.UsageError as exc:
         print(f"pld: error: {exc.format_message()} (see pld --help)", file=sys.stderr)
         code = ExitStatus.USAGE

@@ -92,6 +92,8 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
+        penalty = getattr(loaded.model.generation_config, "repetition_penalty", None)
+        config = settings.decode_config(model_penalty=penalty)
         ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once
     total = len(chosen) * (1 + repeat * len(items))
     with bench_view.progress(total, settings.quiet) as advance:

@@ -94,6 +94,18 @@ class Settings:
                help="Cut documents longer than this many tokens into parts (long documents are "
                "cut anyway where they exceed the context)."),
     ] = None  # fmt: skip
+    repetition_penalty: Annotated[
+        float | None,
+        option(min=0.0, panel=DECODING, show_default=False,
+               help="Divide the scores of tokens already in the text by this (as transformers' "
+               "generate; 1 is off) [default: the model's generation_config, else 1]"),
+    ] = None  # fmt: skip
+    allow_repetition: Annotated[
+        bool,
+        option("--allow-repetition", panel=DECODING,
+               help="Let a summary go on when it starts repeating a passage of its own "
+               f"(by default it stops at a {DecodeConfig.loop_span}-token span's second repeat)."),
+    ] = False  # fmt: skip
     temperature: Annotated[float, option(min=0.0, panel=SAMPLING, help="0 decodes greedily.")] = (
         SamplingConfig.temperature
     )
@@ -124,9 +136,17 @@ class Settings:
             raise PldError("--ngram-min must not exceed --ngram-max", code=ExitStatus.USAGE)
         if self.top_p <= 0:
             raise PldError("--top-p must be above 0", code=ExitStatus.USAGE)
+        if self.repetition_penalty is not None and self.repetition_penalty <= 0:
+            raise PldError("--repetition-penalty must be above 0", code=ExitStatus.USAGE)
 
-    def decode_config(self, use_pld: bool = True) -> DecodeConfig:
+    def decode_config(
+        self, use_pld: bool = True, model_penalty: float | None = None
+    ) -> DecodeConfig:
+        """The loop's settings; model_penalty is the model's own repetition penalty, if any.
+        The loop stop is on unless --allow-repetition (DecodeConfig.for_task keeps it to
+        summaries)."""
         sampling = SamplingConfig(self.temperature, self.top_p, self.top_k, self.seed)
+        penalty = self.repetition_penalty or model_penalty or 1.0  # None: not set
         return DecodeConfig(
             max_new_tokens=self.max_new_tokens,
             num_draft=self.num_draft,
@@ -135,6 +155,8 @@ class Settings:
             use_pld=use_pld,
             draft=self.draft.value,
             sampling=sampling,
+            repetition_penalty=penalty,
+            stop_loops=not self.allow_repetition,
         )
 
     def model_spec(self):  # -> ModelSpec; its module imports torch, so only when a command runs

@@ -31,6 +31,9 @@ class Request:
     write: bool = False
     diff: bool = False
     use_pld: bool = True  # draft (pld) or decode plainly (--no-pld)
+    check: bool = True  # refuse to write an edit that breaks the file's format (--no-check)
+    force: bool = False  # write an edit that removes top-level structure without asking
+    backup: str | None = None  # keep the original as FILE + this suffix (--backup)
 
     @property
     def several(self) -> bool:

@@ -16,14 +16,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pld_cli.cli.guard import refusal
 from pld_cli.cli.options import Display, Settings
 from pld_cli.cli.preflight import Document, Entry, Failure, Request, print_record
 from pld_cli.cli.render import Ui
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import Stats
 from pld_cli.errors import ExitStatus, PldError
-from pld_cli.files import as_original, atomic_write
+from pld_cli.files import as_original, atomic_write, keep_backup
 from pld_cli.tasks import longdoc
+from pld_cli.tasks.checks import Check, check_edit, summary_line
 from pld_cli.tasks.diff import unified
 from pld_cli.tasks.kinds import kind_of
 from pld_cli.tasks.longdoc import Part, Splitter
@@ -71,9 +73,10 @@ def execute(
     tally = Tally()
     documents = [item for item in entries if isinstance(item, Document)]
     ui.quiet_libraries()
-    config = settings.decode_config(use_pld=request.use_pld)
     with ui.progress("loading model", announce=False) as report:
         loaded = load_model(settings.model_spec(), report)
+        penalty = loaded.repetition_penalty  # unless --repetition-penalty says otherwise
+        config = settings.decode_config(use_pld=request.use_pld, model_penalty=penalty)
         splitter = Splitter(loaded, config.max_new_tokens, settings.chunk_tokens)
         longest = max(len(prompt_ids(loaded.tokenizer, doc.task)) for doc in documents)
         positions = min(longest + config.max_new_tokens, splitter.context)
@@ -137,7 +140,8 @@ class Worker:
         ui: Ui,
     ) -> None:
         self.loaded, self.config, self.display, self.ui = loaded, config, display, ui
-        self.plain_config = settings.decode_config(use_pld=False)
+        penalty = loaded.repetition_penalty
+        self.plain_config = settings.decode_config(use_pld=False, model_penalty=penalty)
         self.sections = 0  # `==> name <==` sections written to stdout
 
     def process(self, doc: Document, request: Request, splitter: Splitter) -> tuple[Stats, bool]:
@@ -163,6 +167,9 @@ class Worker:
                 result = run_task(self.loaded, task, self.config, observe=observe)
             except PldError as exc:  # input too long: which part
                 raise PldError(str(exc) if whole else f"{where}: {exc}") from None
+        if result.stats.stop == "repetition":
+            self.ui.note(f"{self.doc.label}: stopped where the output began to repeat itself "
+                         "(--allow-repetition goes on)")  # fmt: skip
         plain = None
         if self.display.compare:
             # One line per call of a long document would only repeat its "chunk" line.
@@ -196,14 +203,18 @@ class Worker:
             patch = unified(doc.task.document, result.text, doc.label)
             if not patch and not request.write:
                 self.ui.note(f"{doc.label}: no changes")
+        check, refused = self.checked(doc, request, result, destination)
         if request.write and result.text == doc.task.document:
             self.ui.note(f"{doc.label}: no changes, not rewritten")
-        elif destination is not None:
+        elif destination is not None and not refused:
+            if request.backup:
+                keep_backup(destination, request.backup)
             atomic_write(destination, result.text)
             self.ui.note(f"wrote {destination}")
         if self.display.json:
             record = as_json(result, self.loaded.name, plain, parts, doc.label)
             record |= {"diff": patch} if request.diff else {}
+            record |= {"check": check.as_dict()} if check else {}
             print(json.dumps(record, ensure_ascii=False))
         elif request.diff:
             self.ui.diff(patch, to_stderr=destination is not None)
@@ -213,8 +224,22 @@ class Worker:
                 self.sections += 1
             sys.stdout.write(result.text)
         sys.stdout.flush()
+        if refused:
+            raise PldError(refused)
         if cut:
             self.ui.warning(f"{doc.label}: incomplete: {cut} (exit 3)")
+
+    def checked(
+        self, doc: Document, request: Request, result: Result, destination: Path | None
+    ) -> tuple[Check | None, str | None]:
+        """An edit's checks, their summary line on stderr, and why it may not be written."""
+        if not kind_of(doc.task.kind).rewrites:
+            return None, None
+        check = check_edit(doc.label, doc.task.document, result.text)
+        if result.text != doc.task.document:
+            self.ui.note(summary_line(doc.label, check))
+        why = refusal(check, destination, request.write, request.check, request.force, self.ui)
+        return check, why
 
 
 def cut_short(parts: list[Part], max_new_tokens: int) -> str:

@@ -3,6 +3,7 @@ command line shows. Plain data (no torch), so `pld --help` reads them without lo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -23,7 +24,15 @@ class DecodeConfig:
     use_pld: bool = True
     draft: str = "adaptive"  # 'adaptive' | 'fixed'
     sampling: SamplingConfig = SamplingConfig()  # temperature 0: greedy
+    repetition_penalty: float = 1.0  # transformers' semantics; 1 is off (core/repetition.py)
+    stop_loops: bool = False  # end when the output repeats a span of its own (core/repetition.py)
+    loop_span: int = 24  # tokens: about a sentence, longer than phrases a text rightly repeats
 
     @property
     def adaptive(self) -> bool:
         return self.use_pld and self.draft == "adaptive"
+
+    def for_task(self, stops_at_loops: bool) -> DecodeConfig:
+        """This config for a kind of task: the loop stop only where the kind takes it (a summary;
+        code and edited text repeat legitimately)."""
+        return dataclasses.replace(self, stop_loops=self.stop_loops and stops_at_loops)

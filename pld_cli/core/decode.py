@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
 from pld_cli.core.policy import AcceptanceModel, choose_length
+from pld_cli.core.repetition import LoopStop, PenalizedRuntime
 from pld_cli.core.runtime import Runtime
 from pld_cli.core.sampling import Sampler, verify_sampled
 from pld_cli.core.verify import accepted_prefix, verify_greedy
@@ -38,7 +39,7 @@ class Pass:
     source: int | None  # sequence position the draft was copied from
     from_prompt: bool | None  # whether that position lies in the prompt
     seconds: float  # drafting + forward + acceptance
-    stop: str | None = None  # 'eos' | 'max_new_tokens' | 'context' on the last pass
+    stop: str | None = None  # 'eos' | 'max_new_tokens' | 'context' | 'repetition' on the last pass
     candidates: int = 0  # draft tokens the lookup offered, before the policy cut them
     reason: str = ""  # why this many were verified
 
@@ -60,6 +61,9 @@ def generate(
     """
     if not prompt_ids:
         raise ValueError("empty prompt")
+    if config.repetition_penalty != 1.0:
+        runtime = PenalizedRuntime(runtime, config.repetition_penalty)
+    loops = LoopStop(config.loop_span) if config.stop_loops else None
     start = time.perf_counter()
     runtime.prefill(prompt_ids[:-1])
     yield Prefill(len(prompt_ids), time.perf_counter() - start)
@@ -92,10 +96,15 @@ def generate(
             candidate.run, len(observed), accepted_prefix(observed, emitted), candidate.ambiguous
         )
         emitted = cut_after_eos(emitted, eos_ids)
+        # Token by token, as plain decoding would see them, so both stop at the same token.
+        looped = loops.extend(emitted) if loops else None
+        emitted = emitted[:looped] if looped else emitted
         drafter.extend(emitted)
         produced += len(emitted)
         pending = emitted[-1]
-        stop = stop_reason(emitted[-1], eos_ids, produced, runtime, config)
+        stop = (
+            "repetition" if looped else stop_reason(emitted[-1], eos_ids, produced, runtime, config)
+        )
         yield Pass(
             drafted=tuple(draft),
             accepted=min(accepted, len(emitted)),

@@ -37,6 +37,11 @@ class LoadedModel:
     runtimes: RuntimePool  # the model's open runtimes, one per kind (runtime/opening.py)
 
     @property
+    def repetition_penalty(self) -> float | None:
+        """The model's own repetition penalty (its generation_config), if it has one."""
+        return getattr(self.model.generation_config, "repetition_penalty", None)
+
+    @property
     def eos_ids(self) -> frozenset[int]:
         ids = self.model.generation_config.eos_token_id
         ids = [ids] if isinstance(ids, int) else list(ids or [])

@@ -26,6 +26,8 @@ Observer = Callable[[Pass, list[Fragment], Stats], None]  # the live view
 def run_task(
     loaded: LoadedModel, task: Task, config: DecodeConfig, observe: Observer | None = None
 ) -> Result:
+    kind = kind_of(task.kind)
+    config = config.for_task(kind.stops_at_loops)
     ids = task_ids(loaded, task, config)
     fragments = FragmentDecoder(loaded.tokenizer)
 
@@ -36,7 +38,7 @@ def run_task(
 
     tokens, stats = decode_ids(loaded, ids, config, show)
     text = loaded.tokenizer.decode(tokens, skip_special_tokens=True)
-    return Result(kind_of(task.kind).finish(task, answer_start(task) + text), tokens, stats)
+    return Result(kind.finish(task, answer_start(task) + text), tokens, stats)
 
 
 def task_ids(loaded: LoadedModel, task: Task, config: DecodeConfig) -> list[int]:

@@ -19,5 +19,5 @@ class Result:
 
     @property
     def complete(self) -> bool:
-        """The model ended the text itself (EOS), rather than running out of tokens."""
-        return self.stats.stop == "eos"
+        """The text ended (EOS, or a summary's loop stop), rather than running out of tokens."""
+        return self.stats.stop in ("eos", "repetition")

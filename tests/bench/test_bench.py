@@ -77,7 +77,8 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--check", "--repeat", "2")
     assert (code, err) == (0, "")
     assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "sampling",
-                         "wall_s", "runtimes", "items", "summary", "documents"}  # fmt: skip
+                         "wall_s", "runtimes", "items", "summary", "summary_loop_free",
+                         "documents"}  # fmt: skip
     assert data["documents"] == {}  # no item was too long for one call
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu", "float32", 2, 12
@@ -227,6 +228,23 @@ def test_summary_aggregates_synthetic():
     assert summary["pld"]["speedup_vs_greedy"] == pytest.approx(2.0)
     assert summary["pld"]["identical_items"] == 2
     assert bench_results.pooled_mean_accepted(synthetic_report(), "c") == pytest.approx(6 / 4)
+
+
+def test_a_looping_item_is_left_out_of_the_loop_free_summary():
+    report = synthetic_report()
+    loop = list(range(30)) * 3  # a passage and two verbatim repeats
+    runs = {
+        "greedy": [MethodRun(loop, 10, 90, 0, 0, 0, 0.9)],
+        "pld": [MethodRun(loop, 10, 5, 90, 85, 5, 0.1)],
+    }
+    report.items.append(ItemResult(Item("loop", "c", Task("summarize", "d")), bench.compare(runs)))
+    looped = report.items[-1].methods["pld"]
+    assert looped.loop_share == pytest.approx(60 / 90) and looped.as_dict()["loop_share"] == 0.6667
+    assert report.summary()["c"]["pld"]["items"] == 3
+    free = report.summary(loop_free=True)["c"]["pld"]
+    assert free["items"] == 2 and free["speedup_vs_greedy"] == pytest.approx(2.0)
+    assert report.summary()["c"]["pld"]["speedup_vs_greedy"] > 3  # the loop passes for a copy
+    assert report.as_json()["summary_loop_free"]["c"]["pld"] == free
 
 
 def test_first_divergence():

@@ -2,7 +2,7 @@
 
 A kind (`TaskKind`) owns everything that differs between tasks: its templates (prompts/<name>.txt,
 and <name>_part.txt where a long file is cut in pieces), whether it needs an instruction and
-whether its result is the document rewritten, how the
+whether its result is the document rewritten, whether it ends where its output loops, how the
 model's text becomes the result (`finish`), how a document too long for one call runs (`long`:
 map-reduce for a summary, pieces stitched back for an edit) and which calls of such a document a
 benchmark times (`first_round`: later rounds depend on each method's output). Adding a kind is
@@ -34,6 +34,7 @@ class TaskKind:
     name: str  # as in Task.kind, manifests and JSON
     needs_instruction: bool
     rewrites: bool  # the result is the document rewritten (kept in its line endings, --write)
+    stops_at_loops: bool  # output that starts repeating itself ends there (core/repetition.py)
     finish: Callable[[Task, str], str]  # (task, the answer as the model wrote it) -> the result
     long: Callable[[Task, Splitter, Decode], tuple[str, list[Part]]]  # -> (result, its calls)
     first_round: Callable[[Task, Splitter], Calls]

@@ -30,4 +30,12 @@ def first_round(task: Task, splitter: Splitter) -> Calls:
     return longdoc.chunk_tasks(task, splitter)
 
 
-KIND = TaskKind("summarize", False, False, finish, long, first_round)
+KIND = TaskKind(
+    name="summarize",
+    needs_instruction=False,
+    rewrites=False,
+    stops_at_loops=True,
+    finish=finish,
+    long=long,
+    first_round=first_round,
+)

@@ -25,3 +25,12 @@ def test_an_edit_result_keeps_the_final_newline_of_the_document():
     assert edit.finish(task, answer_start(task) + "a = 2\n```\nDone.") == "a = 2\n"
     assert edit.finish(task, answer_start(task) + "a = 2```") == "a = 2```\n"
     assert edit.finish(Task("edit", "a = 1"), "a = 2") == "a = 2"
+
+
+def test_the_fence_closes_after_the_files_own_closing_lines():
+    again = "```\nOutput:\n```\na = 2\n```\n"  # what a small model may write after the file
+    assert strip_fence("```\na = 2\n" + again, inner=0) == "a = 2\n"
+    inner = "```\n# T\n```\nls\n```\nend\n"
+    assert strip_fence(inner + again, inner=2) == "# T\n```\nls\n```\nend\n"
+    task = Task("edit", "a = 1\n")
+    assert kind_of("edit").finish(task, answer_start(task) + "a = 2\n" + again) == "a = 2\n"
