@@ -4,16 +4,16 @@ drafting and without it, and the share of output that repeats itself."""
 from __future__ import annotations
 
 import torch
-from fakes import ScriptedRuntime
 from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.repetition import LOOP_SPAN, LoopStop, PenalizedRuntime, repeated_share
+from pld_cli.core.scripted import ScriptedRuntime
 from pld_cli.core.stats import Stats
 
 
-class RandomLogits:
+class RandomLogits(ScriptedRuntime):
     """Fixed random logits per absolute position (both signs), for checking the processing."""
 
     context_limit, name = 1000, "random"

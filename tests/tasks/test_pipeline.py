@@ -59,7 +59,10 @@ def test_ready_refuses_drafting_on_a_runtime_that_cannot_roll_back(tiny_loaded, 
     assert isinstance(runtime, Refusing) and costs is None
 
 
-def test_ready_calibrates_once_and_hands_the_choice_to_the_runtime(tiny_loaded, monkeypatch):
+def test_ready_calibrates_once_and_hands_the_choice_to_the_runtime(
+    tiny_loaded, monkeypatch, tmp_path
+):
+    monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: tmp_path)  # nothing measured yet
     monkeypatch.setattr("pld_cli.runtime.costs.CONTEXT", 64)
     monkeypatch.setattr("pld_cli.runtime.costs.REPEATS", 1)
     notes = []
