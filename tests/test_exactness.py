@@ -8,10 +8,11 @@ from conftest import repetitive_prompt, tiny_llama
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
+from pld_cli.engines.local import LocalEngine, decode_ids
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
-from pld_cli.tasks.pipeline import decode_ids, run_task, task_ids
+from pld_cli.tasks.pipeline import run_task, task_ids
 from pld_cli.tasks.prompts import Task
 
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]  # t(11) = 2 t(1)
@@ -94,8 +95,9 @@ SUMMARY_SOURCE = (
 )
 def test_default_model_pld_equals_plain(default_model, task):
     config = DecodeConfig(max_new_tokens=120)
-    pld = run_task(default_model, task, config)
-    plain = run_task(default_model, task, DecodeConfig(max_new_tokens=120, use_pld=False))
+    engine = LocalEngine(default_model)
+    pld = run_task(engine, task, config)
+    plain = run_task(engine, task, DecodeConfig(max_new_tokens=120, use_pld=False))
     assert pld.token_ids == plain.token_ids
     assert pld.text == plain.text
     assert pld.stats.accepted_tokens > 0
@@ -106,7 +108,7 @@ def test_default_model_pld_equals_plain(default_model, task):
 def test_default_model_same_output_on_every_runtime(default_model):
     task = Task("edit", EDIT_SOURCE, "Add a docstring to every function.", "geo.py")
     config = DecodeConfig(max_new_tokens=80)
-    ids = task_ids(default_model, task, config)
+    ids = task_ids(LocalEngine(default_model), task, config)
     static_pld, _ = decode_ids(default_model, ids, config, runtime_kind="static")
     plain = dataclasses.replace(config, use_pld=False)
     dynamic_plain, _ = decode_ids(default_model, ids, plain, runtime_kind="dynamic")

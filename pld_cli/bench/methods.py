@@ -2,9 +2,10 @@
 
 `greedy`, `pld` and `pld-fixed` are pld's own loop with drafting off, adaptive and fixed-length;
 `hf-pld` is transformers' built-in prompt lookup and `hf-greedy` its plain `generate()`, timed
-from outside with a forward hook. A new method is one more entry in RUNNERS. pld's own methods
-take a runtime suffix (`pld@dynamic`) to run on another runtime than the bench's --runtime, side
-by side.
+from outside with a forward hook; `server` is an OpenAI-compatible server (vLLM, its own n-gram
+drafting) on the same prompt ids, when the bench is given --server. A new method is one more
+entry in RUNNERS. pld's own methods take a runtime suffix (`pld@dynamic`) to run on another
+runtime than the bench's --runtime, side by side.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import torch
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass
+from pld_cli.engines.local import decode_ids
 from pld_cli.runtime.kinds import KINDS
+from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.models import LoadedModel
-from pld_cli.tasks.pipeline import decode_ids
 
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
 
@@ -65,6 +67,16 @@ def run_loop(
     if not config.use_pld:
         return MethodRun(tokens, len(ids), *counts, stats.decode_s)
     return MethodRun(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
+
+
+def run_engine(
+    loaded: LoadedModel, ids: list[int], config: DecodeConfig, engine: Engine
+) -> MethodRun:
+    """Another engine (a server) on the same prompt ids; what it does not report stays None."""
+    tokens, stats = engine.decode(ids, config)
+    drafted = stats.drafted_tokens if stats.drafts_known else None
+    return MethodRun(tokens, len(ids), stats.passes, drafted, stats.accepted_tokens,
+                     stats.passes_accepting, stats.decode_s)  # fmt: skip
 
 
 def pass_record(step: Pass) -> dict:
@@ -149,8 +161,10 @@ RUNNERS: dict[str, Runner] = LOOP_RUNNERS | {
 }
 
 
-def runner(method: str) -> Runner | None:
+def runner(method: str, server: Engine | None = None) -> Runner | None:
     """The runner of a method name such as `pld` or `greedy@dynamic`; None if there is none."""
+    if method == "server":
+        return None if server is None else functools.partial(run_engine, engine=server)
     base, _, kind = method.partition("@")
     if not kind:
         return RUNNERS.get(base)

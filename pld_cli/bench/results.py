@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pld_cli.bench.corpus import Item
 from pld_cli.bench.methods import MethodRun
+from pld_cli.bench.throughput import Throughput
 from pld_cli.core.config import SamplingConfig
 from pld_cli.core.repetition import repeated_share
 from pld_cli.core.stats import copy_rate, mean_accepted, measured_speedup, predicted_speedup, ratio
@@ -101,6 +102,7 @@ class BenchReport:
     items: list[ItemResult] = field(default_factory=list)
     wall_s: float = 0.0
     runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
+    throughput: list[Throughput] = field(default_factory=list)  # the corpus, wall time
 
     def summary(self, loop_free: bool = False) -> dict[str, dict[str, dict]]:
         """Per corpus and method: aggregate tok/s, its ratio to greedy's and to hf-greedy's,
@@ -170,6 +172,7 @@ class BenchReport:
             "summary": self.summary(),
             "summary_loop_free": self.summary(loop_free=True),
             "documents": self.documents(),
+            "throughput": [run.as_dict() for run in self.throughput],
         }
 
     def diverging(self, method: str = "pld") -> list[str]:

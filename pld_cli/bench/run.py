@@ -2,7 +2,9 @@
 
 Each method is a runner from methods.py. Per item, every repeat runs every method in turn so
 machine drift hits all alike; times are medians over the repeats and the speedup is measured
-against greedy and transformers' generate(), next to the estimate 1 / (f/L + (1 - f)).
+against greedy and transformers' generate(), next to the estimate 1 / (f/L + (1 - f)). With a
+server and a concurrency, the corpus's throughput follows (throughput.py): pld's own engine one
+document after another, then the server with that many documents in flight.
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from pld_cli.bench import throughput
 from pld_cli.bench.corpus import Item, expand
 from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, MethodRun, runner
 from pld_cli.bench.results import BenchReport, ItemResult, MethodResult, first_divergence
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import measured_speedup
+from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import ExitStatus, PldError
-from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.kinds import KINDS
+from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.kinds import kind_of
 from pld_cli.tasks.longdoc import Splitter
 from pld_cli.tasks.models import LoadedModel
@@ -41,6 +45,8 @@ def run_bench(
     repeat: int = 1,
     progress: Progress = lambda _: None,
     chunk_tokens: int | None = None,
+    server: Engine | None = None,
+    concurrency: int | None = None,
 ) -> BenchReport:
     """Warm up, then for each item and repeat run each method in turn; medians over repeats.
     An item too long for one call runs as its first round of chunks or pieces (longdoc.py)."""
@@ -48,9 +54,10 @@ def run_bench(
     report = BenchReport(
         loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
     )
-    limit = context_limit(loaded.model)
+    local = LocalEngine(loaded)
+    limit = min(local.context, server.context) if server else local.context
     items = expand(
-        items, Splitter(loaded, config.max_new_tokens, chunk_tokens, whole_rewrites=False)
+        items, Splitter(local, config.max_new_tokens, chunk_tokens, whole_rewrites=False)
     )
     prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
     for item, ids in zip(items, prompts, strict=True):
@@ -64,18 +71,25 @@ def run_bench(
         base, _, kind = method.partition("@")
         if base in LOOP_RUNNERS:
             report.runtimes[method] = ready(loaded, positions, config, kind or None)[0].name
+    runners = {method: runner(method, server) for method in methods}
     warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
     for method in methods:
-        runner(method)(loaded, prompts[0], warm)
+        runners[method](loaded, prompts[0], warm)
         progress(f"warm-up {method}")
-    for item, ids in zip(items, prompts, strict=True):
+    configs = [config.for_task(kind_of(item.task.kind).stops_at_loops) for item in items]
+    for item, ids, task_config in zip(items, prompts, configs, strict=True):
         runs: dict[str, list[MethodRun]] = {method: [] for method in methods}
-        task_config = config.for_task(kind_of(item.task.kind).stops_at_loops)
         for _ in range(repeat):
             for method in methods:
-                runs[method].append(runner(method)(loaded, ids, task_config))
+                runs[method].append(runners[method](loaded, ids, task_config))
                 progress(f"{item.corpus}/{item.id} {method}")
         report.items.append(ItemResult(item, compare(runs)))
+    if server is not None and concurrency:
+        report.throughput.append(throughput.measure("pld", local, prompts, configs))
+        progress("throughput: pld, one document after another")
+        on_server = throughput.measure("server", server, prompts, configs, concurrency)
+        report.throughput.append(on_server)
+        progress(f"throughput: server, {concurrency} in flight")
     report.wall_s = time.perf_counter() - start
     return report
 
@@ -100,14 +114,16 @@ def compare(runs: dict[str, list[MethodRun]]) -> dict[str, MethodResult]:
     return results
 
 
-def parse_methods(text: str) -> list[str]:
+def parse_methods(text: str, server: bool = False) -> list[str]:
+    """The methods named; `server` among them only (and always) when there is a server."""
     methods = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
-    unknown = [m for m in methods if runner(m) is None]
+    unknown = [m for m in methods if runner(m) is None and not (server and m == "server")]
     if unknown or not methods:
+        known = ", ".join([*RUNNERS, "server (with --server)"])
         raise PldError(
             f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
-            f"expected a comma-separated list of {', '.join(RUNNERS)} "
+            f"expected a comma-separated list of {known} "
             f"(pld's own methods also as METHOD@{'|'.join(KINDS)})",
             code=ExitStatus.USAGE,
         )
-    return methods
+    return methods + (["server"] if server and "server" not in methods else [])

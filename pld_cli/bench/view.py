@@ -163,6 +163,22 @@ def show(report: BenchReport, to_stderr: bool) -> None:
         out.print(documents_table(report))
     out.print(summary_table(report))
     out.print(summary_table(report, loop_free=True))
+    if report.throughput:
+        out.print(throughput_table(report))
+
+
+def throughput_table(report: BenchReport) -> Table:
+    """Every document, wall time with prefill: pld one after another, the server N at a time."""
+    table = Table(title="pld bench: corpus throughput (all items, prefill included)",
+                  title_justify="left")  # fmt: skip
+    for head in ("method", "in flight", "documents", "new tok", "wall", "tok/s", "vs pld"):
+        table.add_column(head, justify="left" if head == "method" else "right")
+    base = report.throughput[0].tokens_per_s
+    for run in report.throughput:
+        table.add_row(run.method, f"{run.concurrency}", f"{run.documents}", f"{run.new_tokens}",
+                      f"{run.wall_s:.1f} s", f"{run.tokens_per_s:.1f}",
+                      times(ratio(run.tokens_per_s, base) or None))  # fmt: skip
+    return table
 
 
 def require_matplotlib() -> None:

@@ -164,6 +164,9 @@ def summarize(
 
 def start(request: Request, settings: Settings, display: Display) -> ExitStatus:
     """Everything checkable without the model libraries first; then import them and run."""
+    if settings.server and display.compare:
+        raise PldError("--compare with --server: plain decoding is the server's own, started "
+                       "without --speculative-config", code=ExitStatus.USAGE)  # fmt: skip
     entries = prepare(request, settings, display.json)
     from pld_cli.cli.run import execute
 

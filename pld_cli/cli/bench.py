@@ -62,10 +62,25 @@ def bench(
             "--check", help="Exit 1 if any pld output differs from greedy.", rich_help_panel=BENCH
         ),
     ] = False,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            show_default=False,
+            help="With --server: also the corpus's throughput (wall time, prefill included), "
+            "the server with this many documents in flight against pld one after another.",
+            rich_help_panel=BENCH,
+        ),
+    ] = None,
     *,
     settings: Settings,
 ) -> None:
-    """Benchmark pld against greedy and transformers' generate() on corpora; table, JSON, plot."""
+    """Benchmark pld against greedy and transformers' generate() on corpora; table, JSON, plot.
+
+    With --server, the server (its first listed model; the same model as -m) is one more method,
+    `server`, on the same prompt ids.
+    """
+    import dataclasses
     import json
 
     from pld_cli.bench.corpus import load_corpora
@@ -74,12 +89,15 @@ def bench(
     from pld_cli.bench import view as bench_view
     from pld_cli.bench.run import parse_methods, run_bench
     from pld_cli.cli.render import Ui
+    from pld_cli.engines import open_engine
     from pld_cli.files import atomic_write
     from pld_cli.tasks.models import load_model
     from pld_cli.tasks.ready import ready
 
     config, spec = settings.decode_config(), settings.model_spec()
-    chosen = parse_methods(methods)
+    chosen = parse_methods(methods, server=bool(settings.server))
+    if concurrency and not settings.server:
+        raise PldError("--concurrency measures a server: it needs --server", code=ExitStatus.USAGE)
     if check and not {"greedy", "pld"} <= set(chosen):
         raise PldError("--check needs both greedy and pld in --methods", code=ExitStatus.USAGE)
     if check and settings.temperature > 0:
@@ -92,12 +110,15 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
-        penalty = getattr(loaded.model.generation_config, "repetition_penalty", None)
-        config = settings.decode_config(model_penalty=penalty)
+        config = settings.decode_config(model_penalty=loaded.repetition_penalty)
         ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once
-    total = len(chosen) * (1 + repeat * len(items))
+        server = None
+        if settings.server:  # the first model it serves: -m names the local one
+            server = open_engine(dataclasses.replace(settings, model=None), report_load)
+    total = len(chosen) * (1 + repeat * len(items)) + (2 if concurrency else 0)
     with bench_view.progress(total, settings.quiet) as advance:
-        report = run_bench(loaded, items, chosen, config, repeat, advance, settings.chunk_tokens)
+        report = run_bench(loaded, items, chosen, config, repeat, advance, settings.chunk_tokens,
+                           server, concurrency)  # fmt: skip
     results = json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n"
     if output is not None:
         atomic_write(output, results)

@@ -23,7 +23,7 @@ from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.runtime.kinds import KINDS
 
-MODEL, DECODING, SAMPLING, DISPLAY = "Model", "Decoding", "Sampling", "Display"
+MODEL, SERVER, DECODING, SAMPLING, DISPLAY = "Model", "Server", "Decoding", "Sampling", "Display"
 
 
 class Dtype(str, Enum):
@@ -69,6 +69,34 @@ class Settings:
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")
     ] = False
+    server: Annotated[
+        str | None,
+        option("--server", panel=SERVER, envvar="PLD_SERVER", show_default=False,
+               help="Decode on this OpenAI-compatible server (vLLM: its batching and n-gram "
+               "drafting) instead of on this machine; -m then names the served model "
+               "[default: the first it lists]."),
+    ] = None  # fmt: skip
+    api_key: Annotated[
+        str | None,
+        option("--api-key", panel=SERVER, envvar="OPENAI_API_KEY", show_default=False,
+               show_envvar=True, help="The server's API key, if it wants one."),
+    ] = None  # fmt: skip
+    jobs: Annotated[
+        int,
+        option("-j", "--jobs", min=1, panel=SERVER,
+               help="With --server: calls in flight at once (files, and chunks of long ones); "
+               "the server batches them."),
+    ] = 1  # fmt: skip
+    tokenizer: Annotated[
+        str | None,
+        option(panel=SERVER, show_default=False,
+               help="With --server: the served model's tokenizer (folder or hub id) [default: "
+               "the model's path on the server if it is on this machine, else the served name]."),
+    ] = None  # fmt: skip
+    timeout: Annotated[
+        float,
+        option(min=1.0, panel=SERVER, help="With --server: seconds to wait for its next word."),
+    ] = 600.0
     max_new_tokens: Annotated[
         int, option(min=1, panel=DECODING, help="Most tokens to generate.")
     ] = DecodeConfig.max_new_tokens

@@ -71,9 +71,18 @@ def prepare(request: Request, settings: Settings, json_records: bool) -> list[En
         for failure in entries if json_records else []:
             print_record(failure.label, failure.message)
         raise PldError("no file could be read")
-    if settings.model is not None:
+    if settings.server:  # -m names a served model: the server says whether it has it
+        refuse_local_only(request, settings)
+    elif settings.model is not None:
         check_source(settings.model, settings.revision)
     return entries
+
+
+def refuse_local_only(request: Request, settings: Settings) -> None:
+    """What only pld's own engine can do, asked of a server."""
+    if not request.use_pld:
+        raise PldError("--no-pld with --server: the server drafts or not as it was started "
+                       "(its --speculative-config)", code=ExitStatus.USAGE)  # fmt: skip
 
 
 def entry(request: Request, path: str | None, json_records: bool) -> Entry:

@@ -23,13 +23,18 @@ DIFF_STYLES = {"+++": "bold", "---": "bold", "@@": "cyan", "+": "green", "-": "r
 
 
 def status_line(stats: Stats) -> str:
-    accepted = stats.accepted_tokens / stats.drafted_tokens if stats.drafted_tokens else 0.0
+    """Passes (a server's steps: its streamed chunks), tokens per pass, drafts accepted where
+    the engine tells, tok/s, and the estimate where pass costs were measured."""
+    accepted = ""
+    if stats.drafts_known:
+        share = stats.accepted_tokens / stats.drafted_tokens if stats.drafted_tokens else 0.0
+        accepted = f"{share:.0%} of drafts accepted · "
     speedup = stats.estimated_speedup
     estimate = "" if speedup is None else f" · ≈{speedup:.2f}× plain decoding (estimate)"
     return (
         f"{stats.passes} passes · {stats.new_tokens} tokens · "
         f"{stats.tokens_per_pass:.2f} tokens/pass ({stats.tokens_per_pass:.1f}× fewer passes) · "
-        f"{accepted:.0%} of drafts accepted · {stats.tokens_per_s:.1f} tok/s" + estimate
+        f"{accepted}{stats.tokens_per_s:.1f} tok/s" + estimate
     )
 
 
@@ -114,11 +119,12 @@ class Ui:
             yield self.note
 
     @contextlib.contextmanager
-    def live(self, label: str | None = None) -> Iterator[Observer | None]:
-        """The observer of a decode: the live view and, under --verbose, one line per pass."""
-        observers = [self.pass_line] if self.verbose else []
+    def live(self, label: str | None = None, off: bool = False) -> Iterator[Observer | None]:
+        """The observer of a decode: the live view and, under --verbose, one line per pass;
+        `off` for a decode among several at once, which would share one view."""
+        observers = [self.pass_line] if self.verbose and not off else []
         with contextlib.ExitStack() as stack:
-            if self.show_live:
+            if self.show_live and not off:
                 observers.append(stack.enter_context(LiveView(self.console, label)).update)
             yield fan_out(observers) if observers else None
 
@@ -141,7 +147,7 @@ class Ui:
             ("new tokens", lambda s: f"{s.new_tokens}"),
             ("passes", lambda s: f"{s.passes}"),
             ("tokens / pass", lambda s: f"{s.tokens_per_pass:.2f}"),
-            ("drafted / accepted", lambda s: f"{s.drafted_tokens} / {s.accepted_tokens}"),
+            ("drafted / accepted", lambda s: f"{drafted(s)} / {s.accepted_tokens}"),
             ("copy rate f", lambda s: f"{s.copy_rate:.1%}"),
             ("mean accepted run L", lambda s: f"{s.mean_accepted:.2f}"),
             ("prefill", lambda s: f"{s.prefill_s:.2f} s"),
@@ -192,6 +198,10 @@ class Ui:
             f"{pld.stats.passes} vs {plain.stats.passes} passes); outputs {same}",
             markup=False,
         )
+
+
+def drafted(stats: Stats) -> str:
+    return f"{stats.drafted_tokens}" if stats.drafts_known else "unknown"
 
 
 def fan_out(observers: list[Observer]) -> Observer:

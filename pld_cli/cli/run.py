@@ -1,68 +1,45 @@
-"""What edit and summarize do once their options are read: load once, decode each file, deliver.
+"""What edit and summarize do once their options are read: open the engine, decode, deliver.
 
 Every file is read and checked before the model loads; each is then one call, or many for a long
 document (tasks/longdoc.py), and delivered: text, JSON line, `==> name <==` section, diff, or a
 file replaced atomically and only by a complete result. With several files a failing file is
 reported on stderr and the others go on; the run ends with a summary line and exit status 1 if
-any failed. Imported only when a command runs (it pulls in torch and transformers).
+any failed. An engine that takes several calls at once (a server, -j N) gets up to N: files and
+the chunks of long ones decode concurrently, and are delivered in the order given, as one after
+another would be. Imported only when a command runs (it pulls in torch and transformers).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
-import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pld_cli.cli.guard import refusal
 from pld_cli.cli.options import Display, Settings
 from pld_cli.cli.preflight import Document, Entry, Failure, Request, print_record
+from pld_cli.cli.records import as_json
 from pld_cli.cli.render import Ui
+from pld_cli.cli.tally import Tally, close
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import Stats
+from pld_cli.engines import open_engine
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.files import as_original, atomic_write, keep_backup
 from pld_cli.tasks import longdoc
 from pld_cli.tasks.checks import Check, check_edit, summary_line
 from pld_cli.tasks.diff import unified
+from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.kinds import kind_of
-from pld_cli.tasks.longdoc import Part, Splitter
-from pld_cli.tasks.models import LoadedModel, load_model
+from pld_cli.tasks.longdoc import MapCalls, Part, Splitter, in_order
 from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task, prompt_ids
-from pld_cli.tasks.ready import ready
 from pld_cli.tasks.result import Result
-
-
-@dataclass
-class Tally:
-    """Files done and failed, and their stats together, for the closing line."""
-
-    done: int = 0
-    failed: int = 0
-    cut: int = 0  # stopped at --max-new-tokens: shown with a warning, or refused
-    codes: list[ExitStatus] = field(default_factory=list)  # of each failed or cut-short file
-    runs: list[Stats] = field(default_factory=list)
-    start: float = field(default_factory=time.perf_counter)
-
-    def failure(self, code: ExitStatus) -> None:
-        self.failed += 1
-        self.cut += code == ExitStatus.INCOMPLETE
-        self.codes.append(code)
-
-    def finished(self, stats: Stats, cut: bool) -> None:
-        self.done += 1
-        self.cut += cut
-        self.codes += [ExitStatus.INCOMPLETE] if cut else []
-        self.runs.append(stats)
-
-    @property
-    def status(self) -> ExitStatus:
-        if ExitStatus.ERROR in self.codes:
-            return ExitStatus.ERROR
-        return ExitStatus.INCOMPLETE if self.codes else ExitStatus.OK
 
 
 def execute(
@@ -74,27 +51,37 @@ def execute(
     documents = [item for item in entries if isinstance(item, Document)]
     ui.quiet_libraries()
     with ui.progress("loading model", announce=False) as report:
-        loaded = load_model(settings.model_spec(), report)
-        penalty = loaded.repetition_penalty  # unless --repetition-penalty says otherwise
-        config = settings.decode_config(use_pld=request.use_pld, model_penalty=penalty)
-        splitter = Splitter(loaded, config.max_new_tokens, settings.chunk_tokens)
-        longest = max(len(prompt_ids(loaded.tokenizer, doc.task)) for doc in documents)
+        engine = open_engine(settings, report)
+        # The model's own repetition penalty unless --repetition-penalty says otherwise.
+        config = settings.decode_config(request.use_pld, engine.repetition_penalty)
+        splitter = Splitter(engine, config.max_new_tokens, settings.chunk_tokens)
+        longest = max(len(prompt_ids(engine.tokenizer, doc.task)) for doc in documents)
         positions = min(longest + config.max_new_tokens, splitter.context)
-        ready(loaded, positions, config, report=report, note=ui.detail)
-    worker = Worker(loaded, config, settings, display, ui)
-    for item in entries:
-        if isinstance(item, Failure):  # already on stderr (preflight)
-            tally.failure(ExitStatus.ERROR)
-            if display.json:
-                print_record(item.label, item.message)
-            continue
-        if request.several:
-            ui.note(f"{item.label} ({documents.index(item) + 1}/{len(documents)})")
-        try:
-            tally.finished(*worker.process(item, request, splitter))
-        except PldError as exc:
-            failed(exc, item.label, request, display, ui)
-            tally.failure(exc.code)
+        engine.prepare(positions, config, report, ui.detail)
+    jobs = min(settings.jobs, engine.parallel)
+    if settings.jobs > jobs:
+        ui.note(f"-j {settings.jobs}: this engine decodes one call at a time "
+                "(--server for several)")  # fmt: skip
+    worker = Worker(engine, config, settings, display, ui, concurrent=jobs > 1)
+    outcomes = worker.outcomes(documents, splitter, jobs)
+    try:
+        for item in entries:
+            if isinstance(item, Failure):  # already on stderr (preflight)
+                tally.failure(ExitStatus.ERROR)
+                if display.json:
+                    print_record(item.label, item.message)
+                continue
+            if request.several:
+                ui.note(f"{item.label} ({documents.index(item) + 1}/{len(documents)})")
+            outcome = next(outcomes)
+            try:
+                tally.finished(*worker.deliver_outcome(item, request, outcome))
+            except PldError as exc:
+                failed(exc, item.label, request, display, ui)
+                tally.failure(exc.code)
+    finally:
+        engine.close()  # Ctrl-C: what is in flight is cut, so the threads end at once
+        outcomes.close()
     if request.several:
         close(ui, tally)
     return tally.status
@@ -110,71 +97,95 @@ def failed(exc: PldError, label: str, request: Request, display: Display, ui: Ui
     ui.error(message)
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+@dataclass
+class Outcome:
+    """One document decoded: its calls, the result, the plain twin (--compare); or its error."""
 
-
-def close(ui: Ui, tally: Tally) -> None:
-    runs = Stats.merged(tally.runs)
-    wall = time.perf_counter() - tally.start
-    cut = f" ({tally.cut} cut short at --max-new-tokens)" if tally.cut else ""
-    ui.note(
-        f"{plural(tally.done, 'file')} done, {tally.failed} failed{cut} · "
-        f"{runs.new_tokens} new tokens · {runs.tokens_per_s:.1f} tok/s decoding · "
-        f"{wall:.1f} s in all"
-    )
-    if tally.failed:
-        total = tally.done + tally.failed
-        raise PldError(f"{tally.failed} of {plural(total, 'file')} failed", code=tally.status)
+    parts: list[Part] = field(default_factory=list)
+    result: Result | None = None
+    plain: Result | None = None
+    error: PldError | None = None
 
 
 class Worker:
-    """Decodes and delivers documents with one loaded model."""
+    """Decodes and delivers documents with one engine."""
 
     def __init__(
         self,
-        loaded: LoadedModel,
+        engine: Engine,
         config: DecodeConfig,
         settings: Settings,
         display: Display,
         ui: Ui,
+        concurrent: bool = False,
     ) -> None:
-        self.loaded, self.config, self.display, self.ui = loaded, config, display, ui
-        penalty = loaded.repetition_penalty
+        self.engine, self.config, self.display, self.ui = engine, config, display, ui
+        penalty = engine.repetition_penalty
         self.plain_config = settings.decode_config(use_pld=False, model_penalty=penalty)
+        self.concurrent = concurrent  # no live view: several decodes would share it
         self.sections = 0  # `==> name <==` sections written to stdout
 
-    def process(self, doc: Document, request: Request, splitter: Splitter) -> tuple[Stats, bool]:
-        """The file's stats, and whether its output was cut at --max-new-tokens."""
-        self.doc = doc
+    def outcomes(
+        self, documents: list[Document], splitter: Splitter, jobs: int
+    ) -> Iterator[Outcome]:
+        """Each document's outcome, in order: decoded one after another, or `jobs` files (and
+        the chunks of long ones) at a time, each delivered as soon as those before it are."""
+        if jobs == 1:
+            for doc in documents:
+                yield self.decode(doc, splitter, in_order)
+            return
+        with ThreadPoolExecutor(jobs) as files, ThreadPoolExecutor(jobs) as calls:
+            map_calls: MapCalls = lambda one, many: list(calls.map(one, many))  # noqa: E731
+            futures = [files.submit(self.decode, doc, splitter, map_calls) for doc in documents]
+            try:
+                for future in futures:
+                    yield future.result()
+            finally:  # cut short (Ctrl-C, an error): what has not started never starts
+                for future in futures:
+                    future.cancel()
+                self.engine.close()
+
+    def decode(self, doc: Document, splitter: Splitter, map_calls: MapCalls) -> Outcome:
         kind = kind_of(doc.task.kind)
-        text, parts = kind.long(doc.task, splitter, self.call)
+        call = functools.partial(self.call, doc.label)
+        try:
+            text, parts = kind.long(doc.task, splitter, call, map_calls)
+        except PldError as exc:
+            return Outcome(error=exc)
         result = longdoc.total(parts, text)
         if kind.rewrites:  # the file as it was written: its endings, its last line
             result = dataclasses.replace(result, text=as_original(doc.task.document, result.text))
         plain = longdoc.total(parts, plain=True) if self.display.compare else None
-        self.report(parts, result, plain)
-        self.deliver(doc, request, parts, result, plain)
-        return result.stats, longdoc.unfinished(parts) is not None
+        return Outcome(parts, result, plain)
 
-    def call(self, task: Task, where: str) -> Part:
+    def deliver_outcome(
+        self, doc: Document, request: Request, outcome: Outcome
+    ) -> tuple[Stats, bool]:
+        """The file's stats, and whether its output was cut at --max-new-tokens."""
+        if outcome.error is not None:
+            raise outcome.error
+        self.report(outcome.parts, outcome.result, outcome.plain)
+        self.deliver(doc, request, outcome.parts, outcome.result, outcome.plain)
+        return outcome.result.stats, longdoc.unfinished(outcome.parts) is not None
+
+    def call(self, label: str, task: Task, where: str) -> Part:
         """One decode (and its plain twin under --compare), in the live view."""
         whole = where.startswith("the whole")
         if not whole:
-            self.ui.note(f"{self.doc.label}: {where}")
-        with self.ui.live(None if whole else where) as observe:
+            self.ui.note(f"{label}: {where}")
+        with self.ui.live(None if whole else where, off=self.concurrent) as observe:
             try:
-                result = run_task(self.loaded, task, self.config, observe=observe)
-            except PldError as exc:  # input too long: which part
-                raise PldError(str(exc) if whole else f"{where}: {exc}") from None
+                result = run_task(self.engine, task, self.config, observe=observe)
+            except PldError as exc:  # input too long, a server's fault: which part
+                raise PldError(str(exc) if whole else f"{where}: {exc}", exc.code) from None
         if result.stats.stop == "repetition":
-            self.ui.note(f"{self.doc.label}: stopped where the output began to repeat itself "
+            self.ui.note(f"{label}: stopped where the output began to repeat itself "
                          "(--allow-repetition goes on)")  # fmt: skip
         plain = None
         if self.display.compare:
             # One line per call of a long document would only repeat its "chunk" line.
             with self.ui.progress("decoding again without drafting (--compare)", quiet=not whole):
-                plain = run_task(self.loaded, task, self.plain_config)
+                plain = run_task(self.engine, task, self.plain_config)
         return Part(0, 0, where, len(task.document), result, plain)
 
     def report(self, parts: list[Part], result: Result, plain: Result | None) -> None:
@@ -212,7 +223,7 @@ class Worker:
             atomic_write(destination, result.text)
             self.ui.note(f"wrote {destination}")
         if self.display.json:
-            record = as_json(result, self.loaded.name, plain, parts, doc.label)
+            record = as_json(result, self.engine.name, plain, parts, doc.label)
             record |= {"diff": patch} if request.diff else {}
             record |= {"check": check.as_dict()} if check else {}
             print(json.dumps(record, ensure_ascii=False))
@@ -253,27 +264,3 @@ def cut_short(parts: list[Part], max_new_tokens: int) -> str:
         f"({part.result.stats.new_tokens} tokens) before the model finished; "
         f"raise --max-new-tokens (now {max_new_tokens})"
     )
-
-
-def as_json(result: Result, model: str, plain: Result | None, parts: list[Part], file: str) -> dict:
-    out = {"file": file, "text": result.text, "model": model, "stats": result.stats.as_dict(),
-           "stop": result.stats.stop}  # fmt: skip
-    if plain is not None:
-        out["compare"] = {
-            "plain": plain.stats.as_dict(),
-            "speedup": round(result.speedup_over(plain), 3),
-            "identical": plain.token_ids == result.token_ids,
-        }
-    if len(parts) > 1:
-        out["chunks"] = [part_json(part) for part in parts]
-        out["calls"] = len(parts)
-    return out
-
-
-def part_json(part: Part) -> dict:
-    out = {"index": part.index, "round": part.round, "where": part.where, "chars": part.chars,
-           "prompt_tokens": part.result.stats.prompt_tokens, "stats": part.result.stats.as_dict(),
-           "stop": part.result.stats.stop}  # fmt: skip
-    if part.plain is not None:
-        out["identical"] = part.plain.token_ids == part.result.token_ids
-    return out

@@ -29,6 +29,9 @@ class Stats:
     prefill_s: float = 0.0
     decode_s: float = 0.0
     stop: str | None = None
+    # False where the engine does not say how many tokens it drafted (a server without per-request
+    # metrics): drafted_tokens is then unknown (null in JSON), never a guess.
+    drafts_known: bool = True
     costs: Sequence[float] | None = None  # measured t(q), for the estimated speedup
     pass_sizes: Counter[int] = field(default_factory=Counter)  # positions per pass -> passes
     # per draft position i (0-based): passes that verified it, and passes that accepted it
@@ -61,6 +64,7 @@ class Stats:
         the stop is the first that is not EOS, else the last one's."""
         stop = next((s.stop for s in runs if s.stop != "eos"), runs[-1].stop) if runs else None
         out = cls(costs=runs[0].costs if runs else None, stop=stop)
+        out.drafts_known = all(stats.drafts_known for stats in runs)
         for stats in runs:
             for name in cls.COUNTS:
                 setattr(out, name, getattr(out, name) + getattr(stats, name))
@@ -125,7 +129,7 @@ class Stats:
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
             "passes": self.passes,
-            "drafted_tokens": self.drafted_tokens,
+            "drafted_tokens": self.drafted_tokens if self.drafts_known else None,
             "accepted_tokens": self.accepted_tokens,
             "prefill_s": round(self.prefill_s, 4),
             "decode_s": round(self.decode_s, 4),

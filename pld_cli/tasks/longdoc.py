@@ -7,19 +7,19 @@ chunk's prompt), the summaries joined and summarized again, recursively until th
 call. An edit is cut at top-level blocks (chunks.split_blocks) into pieces its rewrite fits; each
 is rewritten with the instruction and an outline of the whole file, and the pieces are stitched
 back between the untouched blank lines. Every call goes through `decode`, so each one is the same
-exact loop as a short document's.
+exact loop as a short document's; the calls of one round are independent, so `map_calls` may run
+them at once (an engine that takes several calls, a server), results kept in order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
-from pld_cli.runtime.context import context_limit
 from pld_cli.tasks.chunks import (
     Count,
     Span,
@@ -29,7 +29,7 @@ from pld_cli.tasks.chunks import (
     split_blocks,
     split_prose,
 )
-from pld_cli.tasks.models import LoadedModel
+from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.prompts import Task, prompt_ids
 from pld_cli.tasks.result import Result
 
@@ -51,6 +51,13 @@ class Part:
 
 
 Decode = Callable[[Task, str], Part]  # (task, where) -> the call's Part (index/round set later)
+Call = tuple[str, Task]  # (where, task)
+MapCalls = Callable[[Callable[[Call], Part], Sequence[Call]], list[Part]]  # map(), in order
+
+
+def in_order(decode_one: Callable[[Call], Part], calls: Sequence[Call]) -> list[Part]:
+    """One call after another: the map for an engine that takes one call at a time."""
+    return [decode_one(call) for call in calls]
 
 
 class Splitter:
@@ -58,13 +65,13 @@ class Splitter:
 
     def __init__(
         self,
-        loaded: LoadedModel,
+        engine: Engine,
         max_new_tokens: int,
         chunk_tokens: int | None = None,
         whole_rewrites: bool = True,
     ) -> None:
-        self.tokenizer = loaded.tokenizer
-        self.context = context_limit(loaded.model)
+        self.tokenizer = engine.tokenizer
+        self.context = engine.context
         self.max_new_tokens = max_new_tokens
         self.chunk_tokens = chunk_tokens
         # An edit's output must hold its whole piece; a bench measures speed, cut where it is.
@@ -98,7 +105,9 @@ class Splitter:
         return budget
 
 
-def map_reduce(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
+def map_reduce(
+    task: Task, splitter: Splitter, decode: Decode, map_calls: MapCalls = in_order
+) -> list[Part]:
     """Map-reduce until the text fits one call; the last part's text is the summary."""
     parts: list[Part] = []
     current, round_ = task, 1
@@ -106,11 +115,11 @@ def map_reduce(task: Task, splitter: Splitter, decode: Decode) -> list[Part]:
         if splitter.fits(current):
             parts.append(numbered(decode(current, final_label(round_)), len(parts), round_))
             return parts
-        summaries = []
-        for where, chunk in chunk_tasks(current, splitter, round_):
-            parts.append(numbered(decode(chunk, where), len(parts), round_))
-            summaries.append(parts[-1].result.text.strip())
-        joined = "\n\n".join(summaries) + "\n"
+        done = map_calls(
+            lambda call: decode(call[1], call[0]), chunk_tasks(current, splitter, round_)
+        )
+        parts += [numbered(part, len(parts) + i, round_) for i, part in enumerate(done)]
+        joined = "\n\n".join(part.result.text.strip() for part in done) + "\n"
         if splitter.count(joined) >= splitter.count(current.document):
             raise PldError(
                 f"the chunk summaries of round {round_} are no shorter than their text; "
@@ -150,13 +159,16 @@ def final_label(round_: int) -> str:
     return "the whole document" if round_ == 1 else f"the chunk summaries (round {round_})"
 
 
-def edit_in_pieces(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+def edit_in_pieces(
+    task: Task, splitter: Splitter, decode: Decode, map_calls: MapCalls = in_order
+) -> tuple[str, list[Part]]:
     """The edited file and its calls: one, or one per piece, stitched back in order."""
     spans, pieces = piece_tasks(task, splitter)
     if not pieces:
         part = numbered(decode(task, "the whole file"), 0, 1)
         return part.result.text, [part]
-    parts = [numbered(decode(piece, where), i, 1) for i, (where, piece) in enumerate(pieces)]
+    done = map_calls(lambda call: decode(call[1], call[0]), pieces)
+    parts = [numbered(part, i, 1) for i, part in enumerate(done)]
     return stitch(task.document, spans, [part.result.text for part in parts]), parts
 
 

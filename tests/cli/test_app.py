@@ -8,6 +8,7 @@ import pytest
 from conftest import COPY_SOURCE
 
 from pld_cli.core.config import DecodeConfig
+from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import ExitStatus
 from pld_cli.tasks.models import ModelSpec, load_model
 from pld_cli.tasks.pipeline import run_task
@@ -26,7 +27,7 @@ def test_stdin_to_stdout_cut_short_warns_and_exits_3(pld, tiny, tiny_model_dir):
     # Exactly what the library makes of that document: stdin was read whole, nothing added.
     loaded = load_model(ModelSpec(tiny_model_dir, device="cpu"))
     task = Task("summarize", DOC, name="stdin")
-    assert out == run_task(loaded, task, DecodeConfig(max_new_tokens=8)).text
+    assert out == run_task(LocalEngine(loaded), task, DecodeConfig(max_new_tokens=8)).text
 
 
 def test_stdout_holds_only_the_result(pld, tiny):

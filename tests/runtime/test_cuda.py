@@ -8,6 +8,7 @@ from conftest import repetitive_prompt, tiny_llama
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
+from pld_cli.engines.local import LocalEngine
 from pld_cli.runtime.cuda_graphs import capture as capture_static
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
@@ -94,8 +95,9 @@ def cuda_default_model() -> LoadedModel:
 )
 def test_default_model_pld_equals_plain_on_cuda_in_float32(cuda_default_model, task):
     loaded = cuda_default_model
-    pld = run_task(loaded, task, DecodeConfig(max_new_tokens=96))
-    plain = run_task(loaded, task, DecodeConfig(max_new_tokens=96, use_pld=False))
+    engine = LocalEngine(loaded)
+    pld = run_task(engine, task, DecodeConfig(max_new_tokens=96))
+    plain = run_task(engine, task, DecodeConfig(max_new_tokens=96, use_pld=False))
     assert loaded.runtimes.open["auto"].name == "native+cuda-graphs"
     assert pld.token_ids == plain.token_ids
     assert pld.stats.passes < plain.stats.passes

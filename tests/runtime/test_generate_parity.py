@@ -9,11 +9,12 @@ from families import tiny_family_model
 
 from pld_cli.core.decode import DecodeConfig, Pass, generate
 from pld_cli.core.stats import Stats
+from pld_cli.engines.local import LocalEngine, decode_ids
 from pld_cli.errors import PldError
 from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.static import StaticRuntime
-from pld_cli.tasks.pipeline import decode_ids, task_ids
+from pld_cli.tasks.pipeline import task_ids
 from pld_cli.tasks.prompts import Task
 
 NEW = 30
@@ -82,7 +83,7 @@ def test_default_model_repetition_penalty_equals_transformers_generate(default_m
         name="lib.txt",
     )
     config = DecodeConfig(max_new_tokens=48, repetition_penalty=1.1)
-    ids = task_ids(default_model, task, config)
+    ids = task_ids(LocalEngine(default_model), task, config)
     with torch.inference_mode():
         out = default_model.model.generate(torch.tensor([ids]), max_new_tokens=48,
                                            do_sample=False, repetition_penalty=1.1)  # fmt: skip

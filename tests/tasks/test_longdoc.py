@@ -21,9 +21,8 @@ def tokenizer(tiny_model_dir):
 
 
 def splitter(tokenizer, max_new_tokens=32, chunk_tokens=None, context=2048) -> Splitter:
-    config = SimpleNamespace(max_position_embeddings=context)
-    loaded = SimpleNamespace(tokenizer=tokenizer, model=SimpleNamespace(config=config))
-    return Splitter(loaded, max_new_tokens, chunk_tokens)
+    engine = SimpleNamespace(tokenizer=tokenizer, context=context)
+    return Splitter(engine, max_new_tokens, chunk_tokens)
 
 
 def scripted(answer, calls: list[Task], stop: str = "eos"):

@@ -1,6 +1,7 @@
 import pytest
 
 from pld_cli.core.config import DecodeConfig
+from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError
 from pld_cli.runtime.costs import MEASURED_SIZES
 from pld_cli.tasks.kinds import kind_of
@@ -38,7 +39,8 @@ def seen():
 
 def test_a_task_runs_to_its_kind_s_result_and_the_view_sees_every_token(tiny_loaded, seen):
     task = Task("edit", "x = 1\n", "rename x", "a.py")
-    result = run_task(tiny_loaded, task, DecodeConfig(max_new_tokens=12), observe=seen.append_all)
+    engine = LocalEngine(tiny_loaded)
+    result = run_task(engine, task, DecodeConfig(max_new_tokens=12), observe=seen.append_all)
     decoded = tiny_loaded.tokenizer.decode(result.token_ids, skip_special_tokens=True)
     assert result.text == kind_of("edit").finish(task, answer_start(task) + decoded)
     assert result.stats.new_tokens == len(result.token_ids) == 12

@@ -24,7 +24,7 @@ from pld_cli.errors import PldError
 from pld_cli.tasks.prompts import Task
 
 if TYPE_CHECKING:  # longdoc imports torch; the registry is read before it loads (manifests)
-    from pld_cli.tasks.longdoc import Decode, Part, Splitter
+    from pld_cli.tasks.longdoc import Decode, MapCalls, Part, Splitter
 
 Calls = list[tuple[str, Task]]  # (where, task) of each call: 'the whole file', 'chunk 2/5', ...
 
@@ -36,7 +36,8 @@ class TaskKind:
     rewrites: bool  # the result is the document rewritten (kept in its line endings, --write)
     stops_at_loops: bool  # output that starts repeating itself ends there (core/repetition.py)
     finish: Callable[[Task, str], str]  # (task, the answer as the model wrote it) -> the result
-    long: Callable[[Task, Splitter, Decode], tuple[str, list[Part]]]  # -> (result, its calls)
+    # (task, splitter, decode, map over independent calls) -> (result, its calls)
+    long: Callable[[Task, Splitter, Decode, MapCalls], tuple[str, list[Part]]]
     first_round: Callable[[Task, Splitter], Calls]
 
 

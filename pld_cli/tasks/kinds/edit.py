@@ -8,7 +8,7 @@ from pld_cli.tasks.kinds import Calls, TaskKind
 from pld_cli.tasks.prompts import Task
 
 if TYPE_CHECKING:  # longdoc imports torch: imported where it runs (kinds/__init__.py)
-    from pld_cli.tasks.longdoc import Decode, Part, Splitter
+    from pld_cli.tasks.longdoc import Decode, MapCalls, Part, Splitter
 
 
 def finish(task: Task, text: str) -> str:
@@ -35,10 +35,12 @@ def strip_fence(text: str, inner: int | None = None) -> str:
     return "\n".join(lines[1:end]) + "\n"
 
 
-def long(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+def long(
+    task: Task, splitter: Splitter, decode: Decode, map_calls: MapCalls
+) -> tuple[str, list[Part]]:
     from pld_cli.tasks import longdoc
 
-    return longdoc.edit_in_pieces(task, splitter, decode)
+    return longdoc.edit_in_pieces(task, splitter, decode, map_calls)
 
 
 def first_round(task: Task, splitter: Splitter) -> Calls:

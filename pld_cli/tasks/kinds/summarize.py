@@ -8,17 +8,19 @@ from pld_cli.tasks.kinds import Calls, TaskKind
 from pld_cli.tasks.prompts import Task
 
 if TYPE_CHECKING:  # longdoc imports torch: imported where it runs (kinds/__init__.py)
-    from pld_cli.tasks.longdoc import Decode, Part, Splitter
+    from pld_cli.tasks.longdoc import Decode, MapCalls, Part, Splitter
 
 
 def finish(task: Task, text: str) -> str:
     return text.strip() + "\n"
 
 
-def long(task: Task, splitter: Splitter, decode: Decode) -> tuple[str, list[Part]]:
+def long(
+    task: Task, splitter: Splitter, decode: Decode, map_calls: MapCalls
+) -> tuple[str, list[Part]]:
     from pld_cli.tasks import longdoc
 
-    parts = longdoc.map_reduce(task, splitter, decode)
+    parts = longdoc.map_reduce(task, splitter, decode, map_calls)
     return parts[-1].result.text, parts
 
 

@@ -1,0 +1,30 @@
+"""`--json`: one record per file, its stats, and one per call of a long document."""
+
+from __future__ import annotations
+
+from pld_cli.tasks.longdoc import Part
+from pld_cli.tasks.result import Result
+
+
+def as_json(result: Result, model: str, plain: Result | None, parts: list[Part], file: str) -> dict:
+    out = {"file": file, "text": result.text, "model": model, "stats": result.stats.as_dict(),
+           "stop": result.stats.stop}  # fmt: skip
+    if plain is not None:
+        out["compare"] = {
+            "plain": plain.stats.as_dict(),
+            "speedup": round(result.speedup_over(plain), 3),
+            "identical": plain.token_ids == result.token_ids,
+        }
+    if len(parts) > 1:
+        out["chunks"] = [part_json(part) for part in parts]
+        out["calls"] = len(parts)
+    return out
+
+
+def part_json(part: Part) -> dict:
+    out = {"index": part.index, "round": part.round, "where": part.where, "chars": part.chars,
+           "prompt_tokens": part.result.stats.prompt_tokens, "stats": part.result.stats.as_dict(),
+           "stop": part.result.stats.stop}  # fmt: skip
+    if part.plain is not None:
+        out["identical"] = part.plain.token_ids == part.result.token_ids
+    return out

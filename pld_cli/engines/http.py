@@ -1,0 +1,240 @@
+"""An OpenAI-compatible server over HTTP: JSON requests, server-sent event streams, faults named.
+
+Standard library only (http.client): a JSON GET, and a POST whose answer is a stream of `data:`
+events. Every way a call can fail becomes one `ServerError` line that names the cause: the server
+unreachable or refusing, an HTTP status with the server's own message, an error event inside the
+stream, a stream cut before its end, no answer within the timeout. 429 and 503 (busy, loading) are
+retried a bounded number of times with backoff; nothing else is. `close()` cuts every connection in
+flight (Ctrl-C). The API key goes in a header and never into a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+from pld_cli.errors import PldError
+
+RETRIED = (429, 503)  # busy or still loading: worth waiting for
+RETRIES = 4
+FIRST_DELAY = 1.0  # seconds; doubled each retry, or the server's Retry-After (up to MAX_DELAY)
+MAX_DELAY = 30.0
+
+
+class ServerError(PldError):
+    """A call to the server failed; the message names the cause."""
+
+
+class Client:
+    """One server: its address, key and timeout; any number of calls at once, from any thread."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = 600.0) -> None:
+        parts = urlsplit(url if "://" in url else f"http://{url}")
+        try:
+            port = parts.port
+        except ValueError:
+            port = -1
+        if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+            raise PldError(f"--server {shown(url)}: expected http(s)://HOST[:PORT]")
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname, port
+        self.prefix = parts.path.rstrip("/").removesuffix("/v1")
+        self.where = f"{parts.scheme}://{parts.hostname}" + (f":{port}" if port else "")
+        self.api_key, self.timeout = api_key, timeout
+        self.open: set[socket.socket] = set()  # sockets of the calls in flight
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def get(self, path: str) -> dict:
+        with self.request("GET", path) as response:
+            return self.json_of(response.read())
+
+    def stream(self, path: str, body: dict) -> Iterator[dict]:
+        """The JSON of each `data:` event until `[DONE]`; a stream that ends before is an error."""
+        with self.request("POST", path, body) as response:
+            for data in events(response, self.where, self.timeout):
+                if data == "[DONE]":
+                    return
+                event = self.json_of(data.encode())
+                if "error" in event:  # vLLM reports a failure inside a stream this way
+                    raise ServerError(f"the server failed mid-answer: {message_of(event)}")
+                yield event
+        raise ServerError(f"the server at {self.where} ended the stream before the answer did")
+
+    def close(self) -> None:
+        """Cut every connection in flight: their readers fail at once (Ctrl-C)."""
+        with self.lock:
+            self.closed = True
+            for sock in self.open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def request(self, method: str, path: str, body: dict | None = None) -> Response:
+        delay = FIRST_DELAY
+        for attempt in range(RETRIES + 1):
+            response = self.attempt(method, path, body)
+            if response.status < 400:
+                return response
+            text = response.read()
+            response.close()
+            if response.status not in RETRIED or attempt == RETRIES:
+                raise ServerError(status_message(response.status, response.reason, text))
+            wait = retry_after(response.headers.get("Retry-After")) or delay
+            time.sleep(min(wait, MAX_DELAY))
+            delay *= 2
+        raise AssertionError("unreachable")
+
+    def attempt(self, method: str, path: str, body: dict | None) -> Response:
+        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        connection = kind(self.host, self.port, timeout=self.timeout)
+        headers = {"Accept": "application/json, text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        data = None if body is None else json.dumps(body).encode()
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        sock = None
+        try:
+            connection.connect()
+            sock = connection.sock  # the answer keeps reading it after the connection lets go
+            with self.lock:
+                if self.closed:
+                    raise ServerError("cancelled")
+                self.open.add(sock)
+            connection.request(method, self.prefix + path, body=data, headers=headers)
+            return Response(connection.getresponse(), connection, sock, self)
+        except TimeoutError:
+            self.forget(connection, sock)
+            raise ServerError(f"no answer from the server at {self.where} within "
+                              f"{self.timeout:g} s (--timeout)") from None  # fmt: skip
+        except (OSError, http.client.HTTPException) as exc:
+            self.forget(connection, sock)
+            raise ServerError(f"cannot reach the server at {self.where}: {reason(exc)}") from None
+        except ServerError:
+            self.forget(connection, sock)
+            raise
+
+    def forget(self, connection: http.client.HTTPConnection, sock: socket.socket | None) -> None:
+        with self.lock:
+            self.open.discard(sock)
+        connection.close()
+        if sock is not None:
+            sock.close()
+
+    def json_of(self, data: bytes) -> dict:
+        try:
+            value = json.loads(data)
+        except ValueError:
+            raise ServerError(f"the server at {self.where} did not answer in JSON") from None
+        if not isinstance(value, dict):
+            raise ServerError(f"the server at {self.where} answered an unexpected JSON value")
+        return value
+
+
+class Response:
+    """An answer and its connection, closed (and forgotten by the client) together."""
+
+    def __init__(
+        self,
+        raw: http.client.HTTPResponse,
+        connection: http.client.HTTPConnection,
+        sock: socket.socket,
+        client: Client,
+    ) -> None:
+        self.raw, self.connection, self.sock, self.client = raw, connection, sock, client
+        self.status, self.reason, self.headers = raw.status, raw.reason, raw.headers
+
+    def read(self) -> bytes:
+        try:
+            return self.raw.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServerError(
+                f"the connection to {self.client.where} broke: {reason(exc)}"
+            ) from None
+
+    def readline(self) -> bytes:
+        return self.raw.readline()
+
+    def close(self) -> None:
+        self.raw.close()
+        self.client.forget(self.connection, self.sock)
+
+    def __enter__(self) -> Response:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def events(response: Response, where: str, timeout: float) -> Iterator[str]:
+    """The data of each server-sent event (its `data:` lines joined), as text."""
+    lines: list[str] = []
+    while True:
+        try:
+            raw = response.readline()
+        except TimeoutError:
+            raise ServerError(f"the server at {where} sent nothing for {timeout:g} s "
+                              "(--timeout)") from None  # fmt: skip
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServerError(
+                f"the connection to {where} broke mid-answer: {reason(exc)}"
+            ) from None
+        if not raw:  # the end of the stream
+            if lines:
+                yield "\n".join(lines)
+            return
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if line.startswith("data:"):
+            lines.append(line[5:].removeprefix(" "))
+        elif not line and lines:
+            yield "\n".join(lines)
+            lines = []
+
+
+def status_message(status: int, phrase: str, body: bytes) -> str:
+    try:
+        said = message_of(json.loads(body))
+    except ValueError:
+        said = body.decode("utf-8", "replace").strip()
+    said = " ".join(said.split())[:300]
+    return f"the server answered {status} {phrase}" + (f": {said}" if said else "")
+
+
+def message_of(event: object) -> str:
+    """The message of an OpenAI-style error object ({"error": {"message": ...}}) and its kin."""
+    if isinstance(event, dict):
+        for key in ("error", "message", "detail"):
+            if key in event:
+                return message_of(event[key])
+        return json.dumps(event)[:300]
+    if isinstance(event, list) and event:
+        return message_of(event[0])
+    return str(event)
+
+
+def retry_after(value: str | None) -> float | None:
+    try:
+        return max(float(value), 0.0) if value else None
+    except ValueError:
+        return None
+
+
+def reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is it running?)"
+    if isinstance(exc, socket.gaierror):
+        return "unknown host"
+    text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return " ".join(str(text).split())
+
+
+def shown(url: str) -> str:
+    """A URL without the user and password it may carry (nor its path)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    return f"{parts.scheme}://{parts.hostname or '?'}"

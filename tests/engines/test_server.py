@@ -1,0 +1,140 @@
+"""The server engine's logic against a scripted server (fake_server.py): chunks as passes, what
+the server reports and what stays unknown, the loop stop, retries and every fault named."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from fake_server import Answer, FakeServer
+from transformers import AutoTokenizer
+
+from pld_cli.core.config import DecodeConfig, SamplingConfig
+from pld_cli.engines.http import Client, ServerError
+from pld_cli.engines.server import ServerEngine
+
+PROMPT = [11, 22, 33, 44]
+
+
+@pytest.fixture
+def fake(tiny_model_dir):
+    server = FakeServer(tiny_model_dir)
+    yield server
+    server.close()
+
+
+def engine(fake, parallel=1, key=None, timeout=5.0) -> ServerEngine:
+    tokenizer = AutoTokenizer.from_pretrained(fake.root)
+    client = Client(fake.url, key, timeout)
+    return ServerEngine(client, "fake", tokenizer, 2048, frozenset({2}), parallel)
+
+
+def test_each_chunk_is_a_pass_and_the_servers_metrics_are_kept(fake):
+    tokens, stats = engine(fake).decode(PROMPT, DecodeConfig(max_new_tokens=5))
+    assert tokens == [1, 2, 3, 4, 5]
+    assert stats.passes == 3 and stats.passes_accepting == 1  # [1], [2, 3, 4], [5]
+    assert (stats.drafted_tokens, stats.accepted_tokens) == (9, 2)  # as the server said
+    assert stats.drafts_known and stats.stop == "eos" and stats.prompt_tokens == len(PROMPT)
+    assert stats.as_dict()["drafted_tokens"] == 9
+
+
+def test_what_the_server_does_not_report_is_unknown(fake):
+    fake.queue.append(Answer(chunks=[[1], [2, 3], [4, 5, 6]], metrics=None, finish="length"))
+    tokens, stats = engine(fake).decode(PROMPT, DecodeConfig(max_new_tokens=6))
+    assert stats.accepted_tokens == 3  # from the chunks: 0 + 1 + 2
+    assert not stats.drafts_known and stats.as_dict()["drafted_tokens"] is None
+    assert stats.stop == "max_new_tokens"
+
+
+def test_the_request_is_the_prompt_ids_greedy_streamed(fake):
+    config = DecodeConfig(max_new_tokens=7, repetition_penalty=1.1)
+    engine(fake).decode(PROMPT, config)
+    (body,) = fake.requests
+    assert body["prompt"] == PROMPT and body["model"] == "fake" and body["max_tokens"] == 7
+    assert body["temperature"] == 0 and "top_p" not in body and "seed" not in body
+    assert body["stream"] and body["return_token_ids"] and body["repetition_penalty"] == 1.1
+    sampled = DecodeConfig(sampling=SamplingConfig(temperature=0.7, top_p=0.9, top_k=5, seed=3))
+    engine(fake).decode(PROMPT, sampled)
+    assert {k: fake.requests[1][k] for k in ("temperature", "top_p", "top_k", "seed")} == {
+        "temperature": 0.7, "top_p": 0.9, "top_k": 5, "seed": 3
+    }  # fmt: skip
+
+
+def test_a_loop_is_cut_off_where_the_local_loop_stops(fake):
+    fake.queue.append(Answer(chunks=[[1, 2, 3]] * 6 + [[9]]))
+    config = DecodeConfig(stop_loops=True, loop_span=3)
+    tokens, stats = engine(fake).decode(PROMPT, config)
+    # The span's third copy ends it, as LoopStop ends pld's own loop; the rest is never read.
+    assert tokens == [1, 2, 3] * 3 and stats.stop == "repetition" and stats.passes == 3
+
+
+def test_busy_and_loading_are_retried_then_answered(fake):
+    fake.queue.extend([Answer(status=503, retry_after="0"), Answer(status=429, retry_after="0")])
+    tokens, _ = engine(fake).decode(PROMPT, DecodeConfig())
+    assert tokens == [1, 2, 3, 4, 5] and len(fake.requests) == 3
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        (Answer(status=400, message="maximum context length is 2048"), "400 Bad Request: maximum"),
+        (Answer(status=500, message="boom"), "500 Internal Server Error: boom"),
+        (Answer(cut_after=1), "ended the stream before the answer did"),
+        (Answer(error_after=1), "failed mid-answer: engine died"),
+        (Answer(delay=1.5), "sent nothing for 0.5 s (--timeout)"),
+    ],
+    ids=["400", "500", "cut", "error-event", "timeout"],
+)
+def test_every_fault_is_one_line_naming_its_cause(fake, answer, words):
+    fake.queue.append(answer)
+    with pytest.raises(ServerError) as raised:
+        engine(fake, timeout=0.5).decode(PROMPT, DecodeConfig())
+    assert words in str(raised.value) and "\n" not in str(raised.value)
+    assert len(fake.requests) == 1  # never retried
+
+
+def test_an_unreachable_server_is_named(fake):
+    fake.close()
+    with pytest.raises(ServerError, match=r"cannot reach the server at http://127\.0\.0\.1:\d+: "
+                       "connection refused"):  # fmt: skip
+        engine(fake).decode(PROMPT, DecodeConfig())
+
+
+def test_the_key_is_sent_and_never_shown(fake):
+    fake.queue.append(Answer(status=401, message="Unauthorized"))
+    with pytest.raises(ServerError) as raised:
+        engine(fake, key="sk-secret-123").decode(PROMPT, DecodeConfig())
+    assert fake.headers[0]["Authorization"] == "Bearer sk-secret-123"
+    assert "sk-secret" not in str(raised.value)
+
+
+def test_calls_in_flight_stay_within_parallel(fake):
+    fake.answer = lambda body: Answer(delay=0.1)
+    shared = engine(fake, parallel=2)
+    threads = [threading.Thread(target=shared.decode, args=(PROMPT, DecodeConfig()))
+               for _ in range(5)]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert fake.most_in_flight == 2 and len(fake.requests) == 5
+
+
+def test_close_cuts_a_call_in_flight(fake):
+    fake.queue.append(Answer(chunks=[[1]] * 50, delay=0.2))
+    shared, failures = engine(fake), []
+
+    def decode():
+        try:
+            shared.decode(PROMPT, DecodeConfig())
+        except ServerError as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=decode)
+    thread.start()
+    time.sleep(0.5)
+    start = time.perf_counter()
+    shared.close()
+    thread.join(timeout=5)
+    assert not thread.is_alive() and failures and time.perf_counter() - start < 1.0
