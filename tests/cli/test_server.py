@@ -4,7 +4,11 @@ tests/server/)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +120,23 @@ def test_an_unreachable_server_is_one_line(pld, fake, tmp_path):
     assert code == 1
     assert no_traceback(err) == [f"pld: error: cannot reach the server at {url}: "
                                  "connection refused (is it running?)"]  # fmt: skip
+
+
+def test_ctrl_c_cancels_what_is_in_flight_and_exits_130(fake, tmp_path):
+    paths = documents(tmp_path, **{f"{n}.txt": f"<doc>{n}<doc>\n" for n in "abc"})
+    fake.answer = lambda body: Answer(chunks=[[1]] * 400, delay=0.05)  # 20 s each
+    pld = subprocess.Popen([str(Path(sys.executable).parent / "pld"), "summarize", *paths,
+                            "--server", fake.url, "-j", "3"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=os.environ | {"HF_HUB_OFFLINE": "1"})  # fmt: skip
+    start = time.perf_counter()
+    while fake.in_flight < 3 and time.perf_counter() - start < 120:
+        time.sleep(0.1)
+    assert fake.in_flight == 3, pld.stderr.read() if pld.poll() is not None else ""
+    interrupted = time.perf_counter()
+    pld.send_signal(signal.SIGINT)
+    out, err = pld.communicate(timeout=30)
+    assert pld.returncode == 130 and "Traceback" not in err and out == ""
+    assert time.perf_counter() - interrupted < 10  # not the 20 s the answers would take
+    time.sleep(0.5)
+    assert fake.in_flight == 0  # every stream was cut

@@ -1,0 +1,143 @@
+"""pld --server against a real vLLM (n-gram drafting on), end to end; `make test-server` starts it.
+
+Skipped unless PLD_TEST_SERVER names the server (scripts/test-server.sh sets it, with the server's
+process group in PLD_TEST_SERVER_PGID for the last test, which kills it mid-run). The server runs
+pld's default model with a 2,048-token context, so a long document must be cut to fit it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pld_cli.core.config import DecodeConfig
+from pld_cli.engines.server import open_engine
+from pld_cli.tasks.pipeline import run_task
+from pld_cli.tasks.prompts import Task, prompt_ids
+
+URL = os.environ.get("PLD_TEST_SERVER")
+SAMPLES = Path(__file__).parents[2] / "samples"
+PLD = str(Path(sys.executable).parent / "pld")
+ENV = os.environ | {"HF_HUB_OFFLINE": "1"}
+
+pytestmark = pytest.mark.skipif(not URL, reason="needs PLD_TEST_SERVER (make test-server)")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    settings = SimpleNamespace(server=URL, api_key=None, timeout=600.0, model=None,
+                               tokenizer=None, jobs=1)  # fmt: skip
+    return open_engine(settings, lambda _: None)
+
+
+def raw_completion(ids: list[int], max_tokens: int) -> list[int]:
+    """What the server answers to the same prompt ids with no pld in between."""
+    body = {"model": "SmolLM2-135M-Instruct", "prompt": ids, "max_tokens": max_tokens,
+            "temperature": 0, "return_token_ids": True}  # fmt: skip
+    request = urllib.request.Request(f"{URL}/v1/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.loads(response.read())["choices"][0]["token_ids"]
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([PLD, *args, "--server", URL], capture_output=True, text=True,
+                          timeout=900, cwd=cwd, env=ENV)  # fmt: skip
+
+
+def test_the_stream_through_pld_is_what_the_server_answers_alone(engine):
+    task = Task("summarize", (SAMPLES / "summarize/news.txt").read_text(), name="news.txt")
+    ids = prompt_ids(engine.tokenizer, task)
+    tokens, stats = engine.decode(ids, DecodeConfig(max_new_tokens=64))
+    assert tokens == raw_completion(ids, 64)
+    assert stats.drafts_known and stats.drafted_tokens > 0  # vLLM's per-request metrics
+    done = run("summarize", str(SAMPLES / "summarize/news.txt"), "--json", "--max-new-tokens",
+               "64", "--allow-repetition")  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    record = json.loads(done.stdout)
+    assert record["text"] == run_task(engine, task, DecodeConfig(max_new_tokens=64)).text
+    assert record["stats"]["new_tokens"] == len(tokens)
+
+
+def test_an_edit_whose_diff_git_applies(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    target = tmp_path / "app.yaml"
+    shutil.copy(SAMPLES / "demo/app.yaml", target)
+    done = run("edit", "app.yaml", "-i", "Change the port to 9000.", "--diff", "--json",
+               "--max-new-tokens", "512", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["stats"]["accepted_tokens"] > 0  # the server's drafts, copied from the file
+    applied = subprocess.run(["git", "apply", "-"], input=record["diff"], text=True,
+                             cwd=tmp_path, capture_output=True)  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    assert "port: 9000" in target.read_text()
+
+
+def test_three_files_at_once_one_binary(tmp_path):
+    first, binary, last = tmp_path / "a.md", tmp_path / "b.bin", tmp_path / "c.txt"
+    shutil.copy(SAMPLES / "summarize/abstract_intro.md", first)
+    binary.write_bytes(b"\x00\x01\x02\x03")
+    shutil.copy(SAMPLES / "summarize/news.txt", last)
+    done = run("summarize", str(first), str(binary), str(last), "-j", "3",
+               "--max-new-tokens", "96")  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("pld: error:")]
+    assert "b.bin" in errors[0] and "binary" in errors[0]
+    assert "1 of 3 files failed" in errors[-1]
+    assert done.stdout.index(f"==> {first} <==") < done.stdout.index(f"==> {last} <==")
+
+
+def test_a_document_longer_than_the_servers_context_is_summarized_in_chunks(tmp_path):
+    parts = ["tech_doc.md", "postmortem.md", "meeting_notes.md", "readme.md", "changelog.md"]
+    long = tmp_path / "long.md"
+    long.write_text("\n\n".join((SAMPLES / "summarize" / p).read_text() for p in parts))
+    done = run("summarize", str(long), "--json", "-j", "4", "--max-new-tokens", "96")
+    assert done.returncode in (0, 3), done.stderr
+    record = json.loads(done.stdout)
+    assert record["calls"] > 2 and record["text"].strip()
+    assert max(c["prompt_tokens"] for c in record["chunks"]) + 96 <= 2048
+
+
+def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
+    """Last: it kills the server."""
+    names = ["rename_symbol.py", "add_docstrings.py", "fix_bug.py"]
+    paths = [tmp_path / name for name in names]
+    for name, path in zip(names, paths, strict=True):
+        shutil.copy(SAMPLES / "edit" / name, path)
+    before = [path.read_bytes() for path in paths]
+    args = [PLD, "edit", *map(str, paths), "-i", "Add a comment above every function.",
+            "--write", "-j", "3", "--max-new-tokens", "768", "--server", URL]  # fmt: skip
+    pld = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=ENV)
+    wait_for_requests_running(pld)
+    os.killpg(int(os.environ["PLD_TEST_SERVER_PGID"]), signal.SIGKILL)
+    _, err = pld.communicate(timeout=300)
+    assert pld.returncode == 1 and "Traceback" not in err
+    assert [path.read_bytes() for path in paths] == before
+    errors = [line for line in err.splitlines() if line.startswith("pld: error:")]
+    assert len(errors) == 4 and "3 of 3 files failed" in errors[-1]
+    for path, line in zip(paths, errors, strict=False):
+        assert str(path) in line and ("broke" in line or "ended the stream" in line), line
+
+
+def wait_for_requests_running(pld: subprocess.Popen, limit: float = 300) -> None:
+    """Until the server is decoding what pld sent (its Prometheus gauge)."""
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit:
+        assert pld.poll() is None, pld.communicate()[1]
+        with urllib.request.urlopen(f"{URL}/metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith("vllm:num_requests_running") and float(line.split()[-1]) >= 2:
+                    return
+        time.sleep(0.2)
+    raise AssertionError("pld's requests never reached the server")
