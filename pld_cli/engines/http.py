@@ -28,7 +28,11 @@ MAX_DELAY = 30.0
 
 
 class ServerError(PldError):
-    """A call to the server failed; the message names the cause."""
+    """A call to the server failed; the message names the cause (and the HTTP status, if any)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class Client:
@@ -84,7 +88,8 @@ class Client:
             text = response.read()
             response.close()
             if response.status not in RETRIED or attempt == RETRIES:
-                raise ServerError(status_message(response.status, response.reason, text))
+                message = status_message(response.status, response.reason, text)
+                raise ServerError(message, response.status)
             wait = retry_after(response.headers.get("Retry-After")) or delay
             time.sleep(min(wait, MAX_DELAY))
             delay *= 2

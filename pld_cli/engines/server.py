@@ -1,12 +1,14 @@
 """A server that speaks the OpenAI API (vLLM first) as the engine: its batching, its drafting.
 
 The server gets exactly the prompt pld's own engine would decode: the same template and answer
-start, as token ids (`/v1/completions` takes them), greedy unless sampling is asked for. Its answer
-is always streamed. A streamed chunk carries the tokens of one engine step, so a chunk of n tokens
-is one `Pass` that accepted n - 1 draft tokens (the live view marks them copied, as pld's own). How
-many tokens the server drafted is known only where it says (vLLM's per-request metrics,
-`--per-request-spec-decode-metrics`); otherwise it stays unknown (null), never guessed. The loop
-stop of a summary is applied to the stream, so the server is cut off where pld's own loop stops.
+start, as token ids (vLLM's `/v1/completions` takes them; a server that refuses them as invalid,
+422, gets the same prompt rendered as text from then on), greedy unless sampling is asked for.
+Its answer is always streamed. A streamed chunk carries the tokens of one engine step, so a chunk
+of n tokens is one `Pass` that accepted n - 1 draft tokens (the live view marks them copied, as
+pld's own). How many tokens the server drafted is known only where it says (vLLM's per-request
+metrics, `--per-request-spec-decode-metrics`); otherwise it stays unknown (null), never guessed.
+The loop stop of a summary is applied to the stream, so the server is cut off where pld's own
+loop stops.
 
 Calls go out from several threads at once, at most `parallel` in flight: the server batches them.
 """
@@ -47,6 +49,7 @@ class ServerEngine:
         self.context, self.eos_ids, self.parallel = context, eos_ids, parallel
         self.repetition_penalty = None  # the server applies the model's own generation_config
         self.slots = threading.BoundedSemaphore(parallel)
+        self.text_prompts = False  # the server takes only text: the prompt ids rendered
 
     def prepare(
         self, positions: int, config: DecodeConfig, report: Note, note: Note
@@ -58,7 +61,13 @@ class ServerEngine:
         self, ids: list[int], config: DecodeConfig, on_pass: OnPass | None = None
     ) -> tuple[list[int], Stats]:
         with self.slots:
-            return self.stream(ids, config, on_pass)
+            try:
+                return self.stream(ids, config, on_pass)
+            except ServerError as exc:
+                if exc.status != 422 or self.text_prompts:
+                    raise
+                self.text_prompts = True
+                return self.stream(ids, config, on_pass)
 
     def stream(
         self, ids: list[int], config: DecodeConfig, on_pass: OnPass | None
@@ -98,7 +107,7 @@ class ServerEngine:
         sampling = config.sampling
         body = {
             "model": self.name,
-            "prompt": ids,
+            "prompt": self.tokenizer.decode(ids) if self.text_prompts else ids,
             "max_tokens": config.max_new_tokens,
             "temperature": sampling.temperature,
             "stream": True,

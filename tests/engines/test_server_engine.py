@@ -61,6 +61,15 @@ def test_the_request_is_the_prompt_ids_greedy_streamed(fake):
     }  # fmt: skip
 
 
+def test_a_server_that_takes_only_text_gets_the_same_prompt_rendered(fake):
+    fake.queue.append(Answer(status=422, message="prompt: expected a string"))
+    shared = engine(fake)
+    assert shared.decode(PROMPT, DecodeConfig())[0] == [1, 2, 3, 4, 5]
+    shared.decode(PROMPT, DecodeConfig())
+    refused, *texts = (body["prompt"] for body in fake.requests)
+    assert refused == PROMPT and texts == [shared.tokenizer.decode(PROMPT)] * 2
+
+
 def test_a_loop_is_cut_off_where_the_local_loop_stops(fake):
     fake.queue.append(Answer(chunks=[[1, 2, 3]] * 6 + [[9]]))
     config = DecodeConfig(stop_loops=True, loop_span=3)

@@ -12,10 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "engines"))
-from fake_server import Answer, FakeServer  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
+from fake_server import Answer, FakeServer
+from transformers import AutoTokenizer
 
 SOURCE = "def f(x):\n    return x + 1\n"
 
