@@ -78,8 +78,9 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     assert (code, err) == (0, "")
     assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "sampling",
                          "wall_s", "runtimes", "items", "summary", "summary_loop_free",
-                         "documents"}  # fmt: skip
+                         "documents", "throughput"}  # fmt: skip
     assert data["documents"] == {}  # no item was too long for one call
+    assert data["throughput"] == []  # measured only against a server (--concurrency)
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu", "float32", 2, 12
     )  # fmt: skip
@@ -299,3 +300,35 @@ def test_a_long_document_is_reported_per_chunk_and_in_total(tiny_model_dir, tmp_
     code, out, _ = pld(["bench", str(folder), "-m", tiny_model_dir, "--max-new-tokens", "4",
                         "--methods", "greedy,pld", "--chunk-tokens", "250"], capsys)  # fmt: skip
     assert code == 0 and "long documents, all parts" in out
+
+
+def test_a_server_is_one_more_method_and_its_throughput_is_measured(tiny_model_dir, corpus, capsys):
+    from fake_server import Answer, FakeServer
+
+    server = FakeServer(tiny_model_dir, lambda body: Answer(metrics=None))
+    try:
+        code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", "pld",
+                                     "--server", server.url, "--concurrency", "2")  # fmt: skip
+    finally:
+        server.close()
+    assert (code, err) == (0, "")
+    for item in data["items"]:
+        assert set(item["methods"]) == {"pld", "server"}
+        on_server = item["methods"]["server"]
+        assert (on_server["new_tokens"], on_server["passes"]) == (5, 3)  # [1], [2, 3, 4], [5]
+        assert on_server["drafted_tokens"] is None  # the server did not say
+    local, remote = data["throughput"]
+    assert (local["method"], local["concurrency"], remote["method"], remote["concurrency"]) == (
+        "pld",
+        1,
+        "server",
+        2,
+    )
+    assert local["documents"] == remote["documents"] == 2 and remote["new_tokens"] == 10
+    # warm-up (pld, server), 2 items of each, and the server's 2 documents in flight
+    assert len(server.requests) == 1 + 2 + 2
+
+
+def test_concurrency_needs_a_server(tiny_model_dir, corpus, capsys):
+    code, _, err = pld(["bench", str(corpus), "--concurrency", "4"], capsys)
+    assert code == 2 and "--concurrency measures a server: it needs --server" in err
