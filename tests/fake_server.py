@@ -80,11 +80,18 @@ class FakeServer:
                 with server.lock:
                     server.in_flight += 1
                     server.most_in_flight = max(server.most_in_flight, server.in_flight)
+                self.counted = True
                 try:
                     self.stream(answer)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client went away (a test of cancelling)
                 finally:
+                    self.done()
+
+            def done(self) -> None:
+                """No longer in flight: before the last word, which frees the client's slot."""
+                if self.counted:
+                    self.counted = False
                     with server.lock:
                         server.in_flight -= 1
 
@@ -103,6 +110,7 @@ class FakeServer:
                     self.event({"choices": [choice]})
                 if answer.cut_after is not None:
                     return  # the connection closes without [DONE]
+                self.done()
                 if answer.error_after is not None:
                     self.event({"error": {"message": "engine died", "code": 500}})
                 else:

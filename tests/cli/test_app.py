@@ -196,7 +196,7 @@ def broken_load(*_args, **_kwargs):
 
 
 def test_an_unexpected_error_is_one_line_unless_debug(pld, tiny, monkeypatch):
-    monkeypatch.setattr("pld_cli.cli.run.load_model", broken_load)
+    monkeypatch.setattr("pld_cli.engines.local.load_model", broken_load)
     code, _, err = pld("summarize", *tiny, stdin=DOC.encode())
     assert code == 1
     line = one_error_line(err)

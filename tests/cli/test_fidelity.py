@@ -70,7 +70,7 @@ def test_a_changed_file_keeps_its_endings_and_last_line(pld, tiny, tmp_path, mod
 
 def test_a_read_only_file_is_refused_before_the_model_loads(pld, tiny, tmp_path, model_edit,
                                                           monkeypatch):  # fmt: skip
-    monkeypatch.setattr("pld_cli.cli.run.load_model", never_loaded)
+    monkeypatch.setattr("pld_cli.engines.local.load_model", never_loaded)
     path = write(tmp_path, b"old = 1\n")
     os.chmod(path, 0o444)
     code, out, err = pld("edit", str(path), "-i", "rename", "--write", *tiny)

@@ -27,7 +27,7 @@ def never_loaded(*_args, **_kwargs):
 
 @pytest.fixture
 def no_load(monkeypatch):
-    monkeypatch.setattr("pld_cli.cli.run.load_model", never_loaded)
+    monkeypatch.setattr("pld_cli.engines.local.load_model", never_loaded)
 
 
 def in_fresh_process(args: list[str], stdin: bytes = b"", env: dict | None = None):
