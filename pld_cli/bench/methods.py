@@ -17,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass
+from pld_cli.core.repetition import LoopStop
 from pld_cli.engines.local import decode_ids
 from pld_cli.runtime.kinds import KINDS
 from pld_cli.tasks.engine import Engine
@@ -122,6 +124,8 @@ def run_hf_generate(
     options["repetition_penalty"] = config.repetition_penalty
     pad = loaded.tokenizer.pad_token_id
     eos = sorted(loaded.eos_ids)
+    if config.stop_loops:  # the same loop stop as pld's, so both end at the same token
+        options["stopping_criteria"] = StoppingCriteriaList([LoopCriteria(len(ids), config)])
     handle = model.register_forward_hook(hook)
     try:
         out = model.generate(
@@ -140,10 +144,27 @@ def run_hf_generate(
     finally:
         handle.remove()
     tokens = out[0, len(ids) :].tolist()
+    if config.stop_loops:  # a pass of prompt lookup may have gone past the loop's token
+        tokens = tokens[: LoopStop(config.loop_span).extend(tokens) or len(tokens)]
     accepted = max(len(tokens) - len(ends), 0)
     return MethodRun(
         tokens, len(ids), len(ends), None, accepted, None, end - ends[0] if ends else 0.0
     )
+
+
+class LoopCriteria(StoppingCriteria):
+    """generate() stops where pld's loop stop (core/repetition.py) would: at the token where a
+    span of its output comes back for the second time."""
+
+    def __init__(self, prompt_tokens: int, config: DecodeConfig) -> None:
+        self.prompt_tokens, self.loops = prompt_tokens, LoopStop(config.loop_span)
+        self.seen = 0  # output tokens already fed to the stop
+
+    def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
+        new = input_ids[0, self.prompt_tokens + self.seen :].tolist()
+        self.seen += len(new)
+        stop = self.loops.extend(new) is not None
+        return torch.full((input_ids.shape[0],), stop, dtype=torch.bool, device=input_ids.device)
 
 
 # A method is one entry: a function (model, prompt ids, config) -> MethodRun.
