@@ -23,9 +23,9 @@ from pld_cli.bench.corpus import load_corpora
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.scripted import ScriptedRuntime
+from pld_cli.engines.local import decode_ids
 from pld_cli.runtime.costs import interpolate
 from pld_cli.tasks.models import ModelSpec, load_model
-from pld_cli.engines.local import decode_ids
 from pld_cli.tasks.prompts import prompt_ids
 
 

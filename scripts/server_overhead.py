@@ -2,9 +2,11 @@
 through pld's server engine, on pld's own prompt ids for corpus folders, alternated per item.
 
     .venv/bin/python scripts/server_overhead.py URL FOLDER [FOLDER...] [--max-new-tokens N]
+        [--repeat N]
 
 The raw reader is a plain urllib loop over the `data:` lines; both count tokens the same way (all
-of them over the time from the first chunk to the last) and must get the same tokens.
+of them over the time from the first chunk to the last) and must get the same tokens. Each item
+runs raw then through pld, --repeat times; rates are medians.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     settings = SimpleNamespace(server=args.url, api_key=None, timeout=600.0, model=None,
                                tokenizer=None, jobs=1)  # fmt: skip
@@ -56,14 +59,21 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     for item in load_corpora(args.folders):
         ids = prompt_ids(engine.tokenizer, item.task)
-        raw_tokens, raw_rate = raw_stream(args.url, engine.name, ids, args.max_new_tokens)
-        tokens, stats = engine.decode(ids, config)
-        ratios.append(stats.tokens_per_s / raw_rate)
+        raw_rates, rates = [], []
+        for _ in range(args.repeat):
+            raw_tokens, raw_rate = raw_stream(args.url, engine.name, ids, args.max_new_tokens)
+            tokens, stats = engine.decode(ids, config)
+            raw_rates.append(raw_rate)
+            rates.append(stats.tokens_per_s)
+        raw_rate, rate = statistics.median(raw_rates), statistics.median(rates)
+        ratios.append(rate / raw_rate)
         same += tokens == raw_tokens
-        print(f"| {item.corpus}/{item.id} | {raw_rate:.1f} | {stats.tokens_per_s:.1f} | "
+        print(f"| {item.corpus}/{item.id} | {raw_rate:.1f} | {rate:.1f} | "
               f"{ratios[-1]:.3f} | {'yes' if tokens == raw_tokens else 'NO'} |")  # fmt: skip
-    print(f"\nmedian pld / raw: {statistics.median(ratios):.3f}; geometric mean "
-          f"{statistics.geometric_mean(ratios):.3f}; same tokens {same}/{len(ratios)}")
+    print(
+        f"\nmedian pld / raw: {statistics.median(ratios):.3f}; geometric mean "
+        f"{statistics.geometric_mean(ratios):.3f}; same tokens {same}/{len(ratios)}"
+    )
 
 
 if __name__ == "__main__":
