@@ -80,7 +80,7 @@ class Settings:
         str | None,
         option("--api-key", panel=SERVER, envvar="OPENAI_API_KEY", show_default=False,
                show_envvar=True, help="The server's API key, if it wants one."),
-    ] = None  # fmt: skip
+    ] = dataclasses.field(default=None, repr=False)  # fmt: skip
     jobs: Annotated[
         int,
         option("-j", "--jobs", min=1, panel=SERVER,
