@@ -52,7 +52,8 @@ class Settings:
     model: Annotated[
         str | None,
         option("-m", "--model", panel=MODEL, envvar="PLD_MODEL", show_default=False,
-               help="Hub id, local folder or .gguf file [default: embedded SmolLM2-135M-Instruct]"),
+               help="Hub id, local folder or .gguf file (default: the embedded "
+               "SmolLM2-135M-Instruct)"),
     ] = None  # fmt: skip
     revision: Annotated[str | None, option(panel=MODEL, help="Hub revision.")] = None
     device: Annotated[str, option(panel=MODEL, help="auto | cpu | cuda | cuda:N")] = "auto"
@@ -74,7 +75,7 @@ class Settings:
         option("--server", panel=SERVER, envvar="PLD_SERVER", show_default=False,
                help="Decode on this OpenAI-compatible server (vLLM: its batching and n-gram "
                "drafting) instead of on this machine; -m then names the served model "
-               "[default: the first it lists]."),
+               "(default: the first it lists)."),
     ] = None  # fmt: skip
     api_key: Annotated[
         str | None,
@@ -90,8 +91,8 @@ class Settings:
     tokenizer: Annotated[
         str | None,
         option(panel=SERVER, show_default=False,
-               help="With --server: the served model's tokenizer (folder or hub id) [default: "
-               "the model's path on the server if it is on this machine, else the served name]."),
+               help="With --server: the served model's tokenizer, a folder or hub id (default: "
+               "the model's path on the server if it is on this machine, else the served name)."),
     ] = None  # fmt: skip
     timeout: Annotated[
         float,
@@ -126,7 +127,7 @@ class Settings:
         float | None,
         option(min=0.0, panel=DECODING, show_default=False,
                help="Divide the scores of tokens already in the text by this (as transformers' "
-               "generate; 1 is off) [default: the model's generation_config, else 1]"),
+               "generate; 1 is off; default: the model's generation_config, else 1)"),
     ] = None  # fmt: skip
     allow_repetition: Annotated[
         bool,
