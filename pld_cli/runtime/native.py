@@ -11,7 +11,8 @@ with a mask. A pass's additive causal mask is built once, not per layer.
 
 Kernel choice: the linear layers of a pass run plain (`F.linear`) or padded (`W @ x.T`, rows padded
 to a power of two). Which one runs for a pass of q positions is what the calibration measured
-faster on this machine (`choose`, from costs.py); until then every pass runs plain.
+faster on this machine (`choose`, from costs.py); until then every pass runs plain. Quantized
+weights (`--quantize`, quantized.py) run their own kernel at every pass size, prefills included.
 
 On CUDA, passes replay CUDA graphs (`native_graphs.py`) over `run_fixed`, a pass whose shapes
 depend on its length only.
@@ -37,6 +38,7 @@ from pld_cli.runtime.native_model import (
     sliding_window,
 )
 from pld_cli.runtime.paths import PathChoice
+from pld_cli.runtime.quantized import quantization
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 
@@ -65,8 +67,11 @@ class NativeRuntime:
                 f"a sliding window of {window} positions, under the {self.context_limit} used"
             )
         self.device, dtype = weights.embed.device, weights.embed.dtype
-        # The padded layout is a CPU matmul question; CUDA passes replay graphs of plain ones.
-        self.layout = PathChoice(PATHS if self.device.type == "cpu" else (), "plain")
+        self.quantization = quantization(model)
+        # The padded layout is a CPU float matmul question; CUDA passes replay graphs of plain
+        # ones, quantized matrices run their own kernel at every size.
+        layouts = self.device.type == "cpu" and self.quantization == "none"
+        self.layout = PathChoice(PATHS if layouts else (), "plain")
         self.paths, self.choose = self.layout.paths, self.layout.choose
         self.refusal = None  # a rollback only moves the length back: always exact
         # Room past the context limit for the padded positions of a graph replay.
@@ -85,7 +90,9 @@ class NativeRuntime:
 
     @property
     def name(self) -> str:
-        return "native+cuda-graphs" if self.graphs else "native"
+        """native, with the quantization (native-int8: pass costs are cached per name)."""
+        name = "native" if self.quantization == "none" else f"native-{self.quantization}"
+        return f"{name}+cuda-graphs" if self.graphs else name
 
     def notes(self) -> list[str]:
         return []
