@@ -27,6 +27,7 @@ from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.native_model import (
+    COVERED,
     Layer,
     NativeWeights,
     adopt,
@@ -113,6 +114,10 @@ def quantize_model(
     device). Unsupported where the native forward does not cover the model."""
     if kind not in QUANTIZATIONS:
         raise ValueError(f"unknown quantization {kind!r}")
+    if type(model).__name__ not in COVERED:
+        raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
+    if {p.device.type for p in model.parameters()} - {"cpu", "meta"}:
+        raise Unsupported("quantized weights run on a CPU only (for now)")
     layer_matrix = Int8Matrix if kind == "int8" else Int4Matrix
     layers = []
     for block in model.model.layers:
