@@ -52,7 +52,7 @@ class Int8Matrix:
         self.values = torch.round(weight / scales.float()[:, None]).clamp(-127, 127)
         self.values = self.values.to(torch.int8)
         self.scales = scales
-        self.shape, self.device, self.dtype = weight.shape, weight.device, weight.dtype
+        self.device, self.dtype = weight.device, weight.dtype  # what the embedding lookup gives
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x [m, in] @ W.T -> [m, out], in x's dtype."""
@@ -85,7 +85,7 @@ class Int4Matrix:
         self.packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(values, 1)
         self.scales_zeros = torch.stack([scales, zeros], -1).transpose(0, 1).to(ACTIVATIONS)
         self.scales_zeros = self.scales_zeros.contiguous()  # [in / group, out, 2]
-        self.shape, self.device, self.dtype = weight.shape, weight.device, weight.dtype
+        self.dtype = weight.dtype
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         x = x.to(ACTIVATIONS)
