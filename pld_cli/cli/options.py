@@ -33,6 +33,13 @@ class Dtype(str, Enum):
     FLOAT16 = "float16"
 
 
+class Quantize(str, Enum):
+    AUTO = "auto"
+    NONE = "none"
+    INT8 = "int8"
+    INT4 = "int4"
+
+
 RuntimeKind = Enum("RuntimeKind", {kind.upper(): kind for kind in ("auto", *KINDS)}, type=str)
 
 
@@ -67,6 +74,12 @@ class Settings:
                "transformers' growing cache; auto: native where the model is covered, else "
                "static where the model allows, else dynamic."),
     ] = RuntimeKind.AUTO  # fmt: skip
+    quantize: Annotated[
+        Quantize,
+        option(panel=MODEL, help="Weights for pld's own forward (CPU): int8 per output channel or "
+               "int4 in groups, quantized at load; pld's output still equals --no-pld's. auto: "
+               "none (float weights)."),
+    ] = Quantize.AUTO  # fmt: skip
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")
     ] = False
@@ -192,7 +205,8 @@ class Settings:
         from pld_cli.tasks.models import ModelSpec
 
         return ModelSpec(self.model, self.revision, self.device, self.dtype.value,
-                         self.trust_remote_code, self.runtime.value)  # fmt: skip
+                         self.trust_remote_code, self.runtime.value,
+                         self.quantize.value)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,10 @@ with a mask. A pass's additive causal mask is built once, not per layer.
 
 Kernel choice: the linear layers of a pass run plain (`F.linear`) or padded (`W @ x.T`, rows padded
 to a power of two). Which one runs for a pass of q positions is what the calibration measured
-faster on this machine (`choose`, from costs.py); until then every pass runs plain.
+faster on this machine (`choose`, from costs.py); until then every pass runs plain. Quantized
+weights (`--quantize`, quantized.py) run their own kernel at every pass size, prefills included,
+and their verify passes attend row by row (`sdpa`), so each row is computed as a pass over one
+position computes it.
 
 On CUDA, passes replay CUDA graphs (`native_graphs.py`) over `run_fixed`, a pass whose shapes
 depend on its length only.
@@ -37,6 +40,7 @@ from pld_cli.runtime.native_model import (
     sliding_window,
 )
 from pld_cli.runtime.paths import PathChoice
+from pld_cli.runtime.quantized import quantization
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 
@@ -45,7 +49,8 @@ PATHS = ("plain", "padded")  # the linear layouts the calibration chooses betwee
 class Placement:
     """Where a pass's rows sit: the cache slots their keys and values go to, the cache span
     attention reads (:end), their rotations [q, 1, head_dim], the additive mask [groups * q, end]
-    (None: every slot), and whether the linear layers take the padded layout."""
+    (None: every slot), whether the linear layers take the padded layout, and whether attention
+    runs one row at a time (`rowwise`: over slots :end - q + 1 + i for row i, no mask)."""
 
     slots: slice | torch.Tensor
     end: int
@@ -53,6 +58,7 @@ class Placement:
     sin: torch.Tensor
     mask: torch.Tensor | None
     padded: bool
+    rowwise: bool = False
 
 
 class NativeRuntime:
@@ -65,8 +71,11 @@ class NativeRuntime:
                 f"a sliding window of {window} positions, under the {self.context_limit} used"
             )
         self.device, dtype = weights.embed.device, weights.embed.dtype
-        # The padded layout is a CPU matmul question; CUDA passes replay graphs of plain ones.
-        self.layout = PathChoice(PATHS if self.device.type == "cpu" else (), "plain")
+        self.quantization = quantization(model)
+        # The padded layout is a CPU float matmul question; CUDA passes replay graphs of plain
+        # ones, quantized matrices run their own kernel at every size.
+        layouts = self.device.type == "cpu" and self.quantization == "none"
+        self.layout = PathChoice(PATHS if layouts else (), "plain")
         self.paths, self.choose = self.layout.paths, self.layout.choose
         self.refusal = None  # a rollback only moves the length back: always exact
         # Room past the context limit for the padded positions of a graph replay.
@@ -85,7 +94,9 @@ class NativeRuntime:
 
     @property
     def name(self) -> str:
-        return "native+cuda-graphs" if self.graphs else "native"
+        """native, with the quantization (native-int8: pass costs are cached per name)."""
+        name = "native" if self.quantization == "none" else f"native-{self.quantization}"
+        return f"{name}+cuda-graphs" if self.graphs else name
 
     def notes(self) -> list[str]:
         return []
@@ -120,9 +131,9 @@ class NativeRuntime:
         cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
         padded = self.layout.path(q) == "padded"
-        return self.layers(
-            x, Placement(slice(start, start + q), start + q, cos, sin, mask, padded), keep
-        )
+        rowwise = self.quantization != "none" and keep > 1  # a verify pass, not a prefill
+        at = Placement(slice(start, start + q), start + q, cos, sin, mask, padded, rowwise)
+        return self.layers(x, at, keep)
 
     @torch.inference_mode()
     def run_fixed(
@@ -162,9 +173,30 @@ class NativeRuntime:
         self.keys[i, :, at.slots] = key.transpose(0, 1)  # [kv_heads, q, d]
         self.values[i, :, at.slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
         keys, values = self.keys[i, None, :, : at.end], self.values[i, None, :, : at.end]
-        out = folded_sdpa(query.transpose(0, 1), keys, values, at.mask, w.scaling)  # [heads, q, d]
+        out = self.sdpa(query.transpose(0, 1), keys, values, at)  # [heads, q, d]
         out = out.transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded)
+
+    def sdpa(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, at: Placement):
+        """folded_sdpa of query [heads, q, d] over keys/values [1, kv_heads, end, d]. Row by row
+        where `at.rowwise`: each row then runs the very call a pass over one position makes, so
+        its output is bit-identical to that pass's (a batched sdpa rounds differently, and the
+        quantized kernels' bfloat16 activations would turn that into visible differences)."""
+        scaling = self.weights.scaling
+        if not at.rowwise:
+            return folded_sdpa(query, keys, values, at.mask, scaling)
+        q, first = query.shape[1], at.end - query.shape[1] + 1
+        rows = [
+            folded_sdpa(
+                query[:, i : i + 1],
+                keys[:, :, : first + i],
+                values[:, :, : first + i],
+                None,
+                scaling,
+            )  # fmt: skip
+            for i in range(q)
+        ]
+        return torch.cat(rows, 1)
 
     def causal_mask(self, q: int, start: int, dtype: torch.dtype) -> torch.Tensor | None:
         """Additive mask [groups * q, start + q]: row (g, i) sees slots up to start + i. None for

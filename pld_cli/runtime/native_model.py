@@ -102,37 +102,38 @@ def sliding_window(config) -> int | None:
 
 
 def build(model: PreTrainedModel) -> NativeWeights:
-    layers = []
-    for block in model.model.layers:
-        attn, mlp = block.self_attn, block.mlp
-        qkv, qkv_bias = fuse([attn.q_proj, attn.k_proj, attn.v_proj])
-        gate_up, gate_up_bias = fuse([mlp.gate_proj, mlp.up_proj])
-        q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
-        layers.append(
-            Layer(
-                attention_norm=block.input_layernorm.weight.data,
-                qkv=qkv,
-                qkv_bias=qkv_bias,
-                q_norm=None if q_norm is None else q_norm.weight.data,
-                k_norm=None if k_norm is None else k_norm.weight.data,
-                out=attn.o_proj.weight.data,
-                out_bias=bias(attn.o_proj),
-                mlp_norm=block.post_attention_layernorm.weight.data,
-                gate_up=gate_up,
-                gate_up_bias=gate_up_bias,
-                down=mlp.down_proj.weight.data,
-                down_bias=bias(mlp.down_proj),
-            )
-        )
-    first = model.model.layers[0].self_attn
-    config = model.config
-    heads = config.num_attention_heads
-    return NativeWeights(
-        embed=model.model.embed_tokens.weight.data,
-        layers=layers,
-        norm=model.model.norm.weight.data,
-        head=model.lm_head.weight.data,
-        heads=heads,
+    embed, norm = model.model.embed_tokens.weight.data, model.model.norm.weight.data
+    layers = [block_layer(block) for block in model.model.layers]
+    return NativeWeights(embed, layers, norm, model.lm_head.weight.data, **shape(model))
+
+
+def block_layer(block: torch.nn.Module) -> Layer:
+    """One decoder block's tensors, q/k/v and gate/up fused."""
+    attn, mlp = block.self_attn, block.mlp
+    qkv, qkv_bias = fuse([attn.q_proj, attn.k_proj, attn.v_proj])
+    gate_up, gate_up_bias = fuse([mlp.gate_proj, mlp.up_proj])
+    q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
+    return Layer(
+        attention_norm=block.input_layernorm.weight.data,
+        qkv=qkv,
+        qkv_bias=qkv_bias,
+        q_norm=None if q_norm is None else q_norm.weight.data,
+        k_norm=None if k_norm is None else k_norm.weight.data,
+        out=attn.o_proj.weight.data,
+        out_bias=bias(attn.o_proj),
+        mlp_norm=block.post_attention_layernorm.weight.data,
+        gate_up=gate_up,
+        gate_up_bias=gate_up_bias,
+        down=mlp.down_proj.weight.data,
+        down_bias=bias(mlp.down_proj),
+    )
+
+
+def shape(model: PreTrainedModel) -> dict:
+    """NativeWeights' fields that come from the config: heads, sizes, norm epsilon, activation."""
+    first, config = model.model.layers[0].self_attn, model.config
+    return dict(
+        heads=config.num_attention_heads,
         kv_heads=config.num_key_value_heads,
         head_dim=first.head_dim,
         scaling=first.scaling,
@@ -170,8 +171,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * h.to(x.dtype)
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padded: bool):
-    """x [m, in] @ weight.T (+ bias) -> [m, out], plain or in the padded layout (kernels.py)."""
+def linear(x: torch.Tensor, weight, bias: torch.Tensor | None, padded: bool) -> torch.Tensor:
+    """x [m, in] @ weight.T (+ bias) -> [m, out], plain or in the padded layout (kernels.py); a
+    quantized weight (quantized.py) runs its own kernel."""
+    if not isinstance(weight, torch.Tensor):
+        out = weight(x)
+        return out if bias is None else out + bias
     return padded_linear(x, weight, bias) if padded else F.linear(x, weight, bias)
 
 
@@ -179,3 +184,8 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     """Rotary embedding as transformers applies it: x [q, heads, d], cos/sin [q, 1, d]."""
     x1, x2 = x.chunk(2, -1)
     return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+def adopt(model: PreTrainedModel, weights: NativeWeights) -> None:
+    """Makes `weights` (built elsewhere: quantized.py) the model's native weights."""
+    _BUILT[model] = weights

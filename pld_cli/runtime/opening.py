@@ -24,6 +24,7 @@ from pld_cli.runtime.dynamic import DynamicRuntime
 from pld_cli.runtime.kinds import KINDS
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.native_graphs import capture as capture_native
+from pld_cli.runtime.quantized import quantization
 from pld_cli.runtime.static import StaticRuntime
 
 CAPACITY_STEP = 512  # static caches grow in steps, so a bench reuses one across its items
@@ -67,7 +68,13 @@ def chosen_because(model: PreTrainedModel, kind: str, runtime: Runtime) -> str:
 
 
 def open_runtime(model: PreTrainedModel, kind: str, capacity: int, note: Note) -> Runtime:
-    """The runtime of `kind`; for auto, the first of KINDS that opens (dynamic always does)."""
+    """The runtime of `kind`; for auto, the first of KINDS that opens (dynamic always does).
+    Quantized weights run on the native runtime only: transformers' forward has none left."""
+    quantized = quantization(model)
+    if quantized != "none":
+        if kind not in ("auto", "native"):
+            raise PldError(f"--runtime {kind}: --quantize {quantized} runs on native only")
+        kind = "native"
     for candidate in KINDS if kind == "auto" else (kind,):
         runtime = OPENERS[candidate](model, kind, capacity, note)
         if runtime is not None:

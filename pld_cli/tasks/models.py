@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from pld_cli.errors import ExitStatus, PldError
+from pld_cli.errors import ExitStatus, PldError, Unsupported
 from pld_cli.runtime.opening import RuntimePool
+from pld_cli.runtime.quantized import quantize_model
 from pld_cli.tasks.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
 from pld_cli.tasks.sources import check_source
 
@@ -25,6 +26,7 @@ class ModelSpec:
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
     trust_remote_code: bool = False
     runtime: str = "auto"  # auto | native | static | dynamic (see runtime/opening.py)
+    quantize: str = "auto"  # auto | none | int8 | int4 (see runtime/quantized.py)
 
 
 @dataclass
@@ -83,7 +85,25 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     model = from_pretrained(
         AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
     ).eval()
+    quantize = resolve_quantize(spec.quantize)
+    if quantize != "none":
+        report(f"quantizing {name} to {quantize}")
+        try:
+            quantize_model(model, quantize)
+        except Unsupported as why:
+            raise PldError(f"--quantize {quantize}: {why}") from None
     return LoadedModel(model, tokenizer, name, device, dtype, RuntimePool(model, spec.runtime))
+
+
+def resolve_quantize(quantize: str) -> str:
+    """auto: float weights (see the README's quantization section for the measurements)."""
+    if quantize == "auto":
+        return "none"
+    if quantize not in ("none", "int8", "int4"):
+        raise PldError(
+            f"--quantize {quantize}: expected auto, none, int8 or int4", code=ExitStatus.USAGE
+        )
+    return quantize
 
 
 def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:

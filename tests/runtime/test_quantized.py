@@ -1,0 +1,160 @@
+"""Quantized native weights: each row's logits do not depend on the pass it is computed in, so pld
+equals plain decoding; no float copy stays behind; other runtimes and families are refused."""
+
+import json
+
+import pytest
+import torch
+from conftest import COPY_SOURCE, repetitive_prompt, tiny_llama
+from test_exactness import EDIT_SOURCE, SUMMARY_SOURCE
+from test_native import FAMILIES
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Pass, generate
+from pld_cli.core.stats import Stats
+from pld_cli.errors import PldError, Unsupported
+from pld_cli.runtime.native import NativeRuntime
+from pld_cli.runtime.opening import RuntimePool
+from pld_cli.runtime.quantized import Int4Matrix, Int8Matrix, quantize_model, weight_bytes
+from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model
+from pld_cli.tasks.pipeline import run_task
+from pld_cli.tasks.prompts import Task
+
+KINDS = ("int8", "int4")
+CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]
+
+
+def quantized_llama(seed: int, kind: str) -> torch.nn.Module:
+    model = tiny_llama(seed)
+    quantize_model(model, kind)
+    return model
+
+
+def decode(model, prompt, config, costs=None):
+    stats, tokens = Stats(), []
+    for event in generate(NativeRuntime(model, 256), prompt, {2}, config, costs):
+        stats.add(event)
+        if isinstance(event, Pass):
+            tokens.extend(event.emitted)
+    return tokens, stats
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("draft,costs", [("fixed", None), ("adaptive", CPU_COSTS)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quantized_pld_equals_plain(seed, draft, costs, kind):
+    model = quantized_llama(seed, kind)
+    prompt = repetitive_prompt(seed)
+    plain, _ = decode(model, prompt, DecodeConfig(max_new_tokens=80, use_pld=False))
+    pld, stats = decode(model, prompt, DecodeConfig(max_new_tokens=80, draft=draft), costs)
+    assert pld == plain
+    assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts both kept and rejected
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(kind):
+    model = tiny_llama(3, max_positions=2048)
+    quantize_model(model, kind)
+    # Past a thousand positions a batched sdpa rounds differently from a one-row one.
+    ids = torch.randint(3, 64, (1125,), generator=torch.Generator().manual_seed(0)).tolist()
+    runtime = NativeRuntime(model, 1200)
+    runtime.prefill(ids[:1100])
+    for q in (2, 7, 16, 25):
+        together = runtime.forward(ids[1100 : 1100 + q]).clone()
+        runtime.rollback(1100)
+        alone = torch.cat([runtime.forward([token]).clone() for token in ids[1100 : 1100 + q]])
+        runtime.rollback(1100)
+        assert torch.equal(together, alone)  # bit for bit, not merely close
+
+
+@pytest.mark.parametrize("kind,tolerance", [("int8", 0.02), ("int4", 0.15)])
+def test_quantized_logits_stay_near_float32(kind, tolerance):
+    ids = repetitive_prompt(4)[:40]
+    logits = {}
+    for quantize in ("none", kind):
+        model = tiny_llama(4)
+        if quantize != "none":
+            quantize_model(model, quantize)
+        runtime = NativeRuntime(model, 256)
+        runtime.prefill(ids[:30])
+        logits[quantize] = runtime.forward(ids[30:])
+    scale = logits["none"].abs().max()
+    error = (logits[kind] - logits["none"]).abs().max()
+    assert 0 < error <= tolerance * scale
+
+
+@pytest.mark.parametrize("kind,matrix", [("int8", Int8Matrix), ("int4", Int4Matrix)])
+def test_no_float_copy_stays_behind(kind, matrix):
+    model = tiny_llama(5)
+    float_bytes = sum(p.nbytes for p in model.parameters())
+    weights = quantize_model(model, kind)
+    left = sum(p.nbytes for p in model.parameters())  # norms only: every matrix is freed
+    assert left < 0.01 * float_bytes
+    assert all(isinstance(layer.gate_up, matrix) for layer in weights.layers)
+    assert isinstance(weights.head, Int8Matrix) and isinstance(weights.embed, Int8Matrix)
+    assert weight_bytes(weights) < 0.3 * float_bytes
+
+
+def test_a_tied_head_is_the_quantized_embedding():
+    model = FAMILIES["smollm2"]()
+    weights = quantize_model(model, "int8")
+    assert weights.embed is weights.head
+
+
+def test_embedding_rows_read_back_through_the_scales():
+    weight = torch.randn(10, 64)
+    matrix = Int8Matrix(weight)
+    rows = torch.tensor([3, 3, 7])
+    assert torch.allclose(matrix[rows], weight[rows], atol=weight.abs().max().item() / 127)
+
+
+def test_quantized_models_run_on_native_only():
+    model = quantized_llama(6, "int8")
+    pool = RuntimePool(model, "auto")
+    assert pool.get(64).name == "native-int8"  # a calibration of its own, by name
+    with pytest.raises(PldError, match="runs on native only"):
+        RuntimePool(model, "static").get(64)
+
+
+def test_uncovered_families_are_refused_before_anything_is_quantized():
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64))
+    with pytest.raises(Unsupported, match="does not cover GPT2LMHeadModel"):
+        quantize_model(model, "int8")
+    assert model.transformer.wte.weight.numel() > 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_command_line_quantizes_and_pld_equals_no_pld(pld, copying_model_dir, tmp_path, kind):
+    source = tmp_path / "a.py"
+    source.write_text(COPY_SOURCE)
+    args = ("-m", copying_model_dir, "--max-new-tokens", "24", "--draft", "fixed", "--verbose")
+    code, out, err = pld(
+        "edit", str(source), "-i", "x", *args, "--quantize", kind, "--json", "--compare"
+    )
+    result = json.loads(out)
+    assert f"native-{kind}" in err
+    assert result["compare"]["identical"] is True
+    assert 0 < result["stats"]["accepted_tokens"] < result["stats"]["drafted_tokens"]
+
+
+@pytest.fixture(scope="module")
+def quantized_default_model() -> LoadedModel:
+    return load_model(ModelSpec(device="cpu", dtype="float32", quantize="int8"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "task",
+    [
+        Task("edit", EDIT_SOURCE, "Rename `area` to `rect_area`.", "geo.py"),
+        Task("summarize", SUMMARY_SOURCE),
+    ],
+    ids=["edit", "summarize"],
+)
+def test_default_model_quantized_pld_equals_plain(quantized_default_model, task):
+    pld = run_task(quantized_default_model, task, DecodeConfig(max_new_tokens=120))
+    plain = run_task(quantized_default_model, task, DecodeConfig(max_new_tokens=120, use_pld=False))
+    assert pld.token_ids == plain.token_ids
+    assert pld.stats.accepted_tokens > 0
+    assert pld.stats.passes < plain.stats.passes
