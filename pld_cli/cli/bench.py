@@ -96,6 +96,12 @@ def bench(
 
     config, spec = settings.decode_config(), settings.model_spec()
     chosen = parse_methods(methods, server=bool(settings.server))
+    if settings.quantize.value not in ("auto", "none") and any(m.startswith("hf-") for m in chosen):
+        raise PldError(
+            "--quantize: transformers' generate() (hf-greedy, hf-pld) has no float weights "
+            "left to run on; leave those methods out",
+            code=ExitStatus.USAGE,
+        )
     if concurrency and not settings.server:
         raise PldError("--concurrency measures a server: it needs --server", code=ExitStatus.USAGE)
     if check and not {"greedy", "pld"} <= set(chosen):
