@@ -144,7 +144,6 @@ class Worker:
             finally:  # cut short (Ctrl-C, an error): what has not started never starts
                 for future in futures:
                     future.cancel()
-                self.engine.close()
 
     def decode(self, doc: Document, splitter: Splitter, map_calls: MapCalls) -> Outcome:
         kind = kind_of(doc.task.kind)
