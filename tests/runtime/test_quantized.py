@@ -13,6 +13,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
+from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError, Unsupported
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.opening import RuntimePool
@@ -153,8 +154,9 @@ def quantized_default_model() -> LoadedModel:
     ids=["edit", "summarize"],
 )
 def test_default_model_quantized_pld_equals_plain(quantized_default_model, task):
-    pld = run_task(quantized_default_model, task, DecodeConfig(max_new_tokens=120))
-    plain = run_task(quantized_default_model, task, DecodeConfig(max_new_tokens=120, use_pld=False))
+    engine = LocalEngine(quantized_default_model)
+    pld = run_task(engine, task, DecodeConfig(max_new_tokens=120))
+    plain = run_task(engine, task, DecodeConfig(max_new_tokens=120, use_pld=False))
     assert pld.token_ids == plain.token_ids
     assert pld.stats.accepted_tokens > 0
     assert pld.stats.passes < plain.stats.passes
