@@ -30,10 +30,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from pld_cli.bench.corpus import load_corpora
 from pld_cli.core.config import DecodeConfig
+from pld_cli.engines.local import decode_ids
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.quantized import quantize_model, weight_bytes
 from pld_cli.tasks.models import ModelSpec, load_model
-from pld_cli.tasks.pipeline import decode_ids
 from pld_cli.tasks.prompts import prompt_ids
 
 SAMPLES = [Path(__file__).parent.parent / "samples" / name for name in ("edit", "summarize")]

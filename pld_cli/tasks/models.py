@@ -12,6 +12,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from pld_cli.errors import ExitStatus, PldError, Unsupported
 from pld_cli.runtime.opening import RuntimePool
 from pld_cli.runtime.quantized import quantize_model
+from pld_cli.tasks.checkpoint import (
+    Checkpoint,
+    Unreadable,
+    checkpoint_folder,
+    empty_model,
+    materializer,
+)
 from pld_cli.tasks.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
 from pld_cli.tasks.sources import check_source
 
@@ -82,17 +89,40 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     placement = {"device_map": "auto"} if device == "cuda" else {"device_map": {"": device}}
     kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
     tokenizer = from_pretrained(AutoTokenizer, source, **kwargs)
-    model = from_pretrained(
-        AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
-    ).eval()
     quantize = resolve_quantize(spec.quantize)
-    if quantize != "none":
+    if quantize == "none":
+        model = from_pretrained(
+            AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
+        ).eval()
+    else:
         report(f"quantizing {name} to {quantize}")
         try:
-            quantize_model(model, quantize)
+            model = quantized_model(source, spec, quantize, device, dtype)
         except Unsupported as why:
             raise PldError(f"--quantize {quantize}: {why}") from None
     return LoadedModel(model, tokenizer, name, device, dtype, RuntimePool(model, spec.runtime))
+
+
+def quantized_model(source: str, spec: ModelSpec, kind: str, device: str, dtype: str):
+    """The model with quantized weights, read and quantized block by block from its checkpoint
+    (checkpoint.py), so float32 never holds it whole; else loaded whole, then quantized."""
+    if device != "cpu":
+        raise Unsupported("quantized weights run on a CPU only (for now)")
+    try:
+        folder = checkpoint_folder(source, spec.revision)
+        checkpoint = Checkpoint(folder, DTYPES[dtype])
+        model = empty_model(folder, spec.trust_remote_code)
+        quantize_model(model, kind, materializer(model, checkpoint))
+        checkpoint.close()
+        return model
+    except Unreadable:
+        pass
+    kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    model = from_pretrained(
+        AutoModelForCausalLM, source, dtype=DTYPES[dtype], device_map={"": device}, **kwargs
+    ).eval()
+    quantize_model(model, kind)
+    return model
 
 
 def resolve_quantize(quantize: str) -> str:
