@@ -57,10 +57,11 @@ def repetitive_prompt(seed: int, vocab_size: int = 64) -> list[int]:
 
 @pytest.fixture(autouse=True)
 def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
-    """Calibrations of test models stay out of the user's pass-cost cache (one per test session);
-    the converted default model is still read from, and kept in, the user's cache."""
+    """Calibrations and quantized copies of test models stay out of the user's cache (one per
+    test session); the converted default model is still read from, and kept in, the user's."""
     folder = tmp_path_factory.getbasetemp() / "pld-cache"
     monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: folder)
+    monkeypatch.setattr("pld_cli.tasks.quantized_copy.cache_dir", lambda: folder)
 
 
 @pytest.fixture(scope="session")

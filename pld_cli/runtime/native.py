@@ -151,20 +151,21 @@ class NativeRuntime:
 
     def layers(self, x: torch.Tensor, at: Placement, keep: int) -> torch.Tensor:
         """The decoder over x [q, hidden] placed `at`: logits [keep, vocab] of the last rows."""
-        w, padded = self.weights, at.padded
+        w, padded, alone = self.weights, at.padded, at.rowwise
         for i, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attention_norm, w.eps)
             x = x + self.attention(i, layer, h, at)
             h = rms_norm(x, layer.mlp_norm, w.eps)
-            gate, up = linear(h, layer.gate_up, layer.gate_up_bias, padded).chunk(2, -1)
-            x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded)
+            gate_up = linear(h, layer.gate_up, layer.gate_up_bias, padded, alone)
+            gate, up = gate_up.chunk(2, -1)
+            x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded, alone)
         x = rms_norm(x[-keep:], w.norm, w.eps)
-        return linear(x, w.head, None, padded)  # [keep, vocab]
+        return linear(x, w.head, None, padded, alone)  # [keep, vocab]
 
     def attention(self, i: int, layer: Layer, h: torch.Tensor, at: Placement) -> torch.Tensor:
         """Layer i's attention output [q, hidden] for its normed input h [q, hidden]."""
         w, q, d, padded = self.weights, h.shape[0], self.weights.head_dim, at.padded
-        qkv = linear(h, layer.qkv, layer.qkv_bias, padded)  # [q, (heads + 2 kv_heads) * d]
+        qkv = linear(h, layer.qkv, layer.qkv_bias, padded, at.rowwise)  # [q, (heads + 2 kv) * d]
         query, key, value = qkv.split([w.heads * d, w.kv_heads * d, w.kv_heads * d], -1)
         query, key = query.view(q, w.heads, d), key.view(q, w.kv_heads, d)
         if layer.q_norm is not None:  # Qwen3: RMSNorm over each head before the rotation
@@ -175,7 +176,7 @@ class NativeRuntime:
         keys, values = self.keys[i, None, :, : at.end], self.values[i, None, :, : at.end]
         out = self.sdpa(query.transpose(0, 1), keys, values, at)  # [heads, q, d]
         out = out.transpose(0, 1).reshape(q, w.heads * d)
-        return linear(out, layer.out, layer.out_bias, padded)
+        return linear(out, layer.out, layer.out_bias, padded, at.rowwise)
 
     def sdpa(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, at: Placement):
         """folded_sdpa of query [heads, q, d] over keys/values [1, kv_heads, end, d]. Row by row

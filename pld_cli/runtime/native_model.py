@@ -171,11 +171,13 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return weight * h.to(x.dtype)
 
 
-def linear(x: torch.Tensor, weight, bias: torch.Tensor | None, padded: bool) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, weight, bias: torch.Tensor | None, padded: bool, alone: bool = False
+) -> torch.Tensor:
     """x [m, in] @ weight.T (+ bias) -> [m, out], plain or in the padded layout (kernels.py); a
-    quantized weight (quantized.py) runs its own kernel."""
+    quantized weight (quantized.py) runs its own kernel, each row as if alone where `alone`."""
     if not isinstance(weight, torch.Tensor):
-        out = weight(x)
+        out = weight(x, alone)
         return out if bias is None else out + bias
     return padded_linear(x, weight, bias) if padded else F.linear(x, weight, bias)
 

@@ -6,7 +6,11 @@ makes a pass cheaper. torch's weight-only kernels (`_weight_int8pack_mm`,
 input row alone: a row's result is bit-identical whether it is computed alone or among the rows of
 a verify pass, so the logits of a pass over q positions are exactly those of q passes over one and
 pld's output equals `--no-pld`'s by construction (attention and the norms stay float32, as in the
-float32 forward). Their float32-activation variants are reference loops, 30-100x slower.
+float32 forward). That is checked at load on the machine itself (`check_rows`: a kernel may take
+another path for more rows on another CPU); where it fails, verify passes run their rows one at a
+time. The float32-activation variants of these kernels are reference loops, 30-100x slower; an
+exact int8 x int8 product (`torch._int_mm`, activations in two int8 limbs) agreed with float32
+barely better (98.5% top-1 against 98.3%) at twice the cost of a one-position pass.
 
 The weights are quantized once, at load, one decoder block at a time: a block's q/k/v and gate/up
 are fused (`native_model.block_layer`), each matrix quantized, and the model's own float weights
@@ -38,25 +42,58 @@ from pld_cli.runtime.native_model import (
 
 QUANTIZATIONS = ("int8", "int4")
 INT4_GROUP = 32  # inputs per int4 scale and zero point
-ACTIVATIONS = torch.bfloat16  # what the kernels take (and give) on their fast path
+ACTIVATIONS = torch.bfloat16  # what the int4 kernel takes (and gives) on its fast path
+CHECKED_ROWS = 32  # verify passes of up to this many rows are checked (default drafts: 25)
 
 _QUANTIZED: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
 
 
-class Int8Matrix:
+class RowKernel:
+    """A quantized matrix's product, with the guarantee exact verification needs: each row of a
+    verify pass gets what a pass over that row alone gives it. The kernels compute rows apart on
+    the CPUs measured, but a kernel may switch paths with the number of rows (tiles for larger
+    batches on other CPUs), so `check_rows` tests it at load on this machine; where a row's
+    result moves, or past the rows checked, a verify pass runs its rows one at a time."""
+
+    rows_checked = 0  # verify passes up to this many rows may run batched (set by check_rows)
+
+    def __call__(self, x: torch.Tensor, alone: bool = False) -> torch.Tensor:
+        """x [m, in] @ W.T -> [m, out], in x's dtype; `alone`: each row as if by itself."""
+        if alone and x.shape[0] > self.rows_checked:
+            return torch.cat([self.product(row) for row in x.split(1)])
+        return self.product(x)
+
+    def product(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def stands_alone(self) -> bool:
+        """Whether every row of a batch of 2..CHECKED_ROWS rows gets what it gets alone."""
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(CHECKED_ROWS, self.shape[1], generator=generator)
+        alone = torch.cat([self.product(row) for row in x.split(1)])
+        return all(torch.equal(self.product(x[:m]), alone[:m]) for m in range(2, len(x) + 1))
+
+
+class Int8Matrix(RowKernel):
     """An [out, in] matrix as int8 values and a bfloat16 scale per output row (symmetric)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         # The kernel multiplies by bfloat16 scales: quantize against the rounded ones.
-        scales = (weight.abs().amax(1).clamp(min=1e-12) / 127).to(torch.bfloat16)
-        self.values = torch.round(weight / scales.float()[:, None]).clamp(-127, 127)
-        self.values = self.values.to(torch.int8)
-        self.scales = scales
+        self.scales = (weight.abs().amax(1).clamp(min=1e-12) / 127).to(torch.bfloat16)
+        steps = self.scales.float()[:, None]
+        self.values = rounded(weight, steps, -127, 127).to(torch.int8)
         self.device, self.dtype = weight.device, weight.dtype  # what the embedding lookup gives
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """x [m, in] @ W.T -> [m, out], in x's dtype."""
+    def product(self, x: torch.Tensor) -> torch.Tensor:
         return torch._weight_int8pack_mm(x.to(ACTIVATIONS), self.values, self.scales).to(x.dtype)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.values.shape)
 
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows of the matrix in float (the embedding lookup)."""
@@ -67,7 +104,18 @@ class Int8Matrix:
         return self.values.nbytes + self.scales.nbytes
 
 
-class Int4Matrix:
+def rounded(weight: torch.Tensor, step: torch.Tensor, low: int, high: int) -> torch.Tensor:
+    """round(weight / step) clamped to [low, high], as float32, a slab of rows at a time so the
+    temporaries of a large matrix stay small."""
+    out = torch.empty(weight.shape, dtype=torch.float32, device=weight.device)
+    slab = max(1, 2**22 // max(1, weight[0].numel()))
+    for start in range(0, weight.shape[0], slab):
+        rows = slice(start, start + slab)
+        out[rows] = torch.round(weight[rows].float() / step[rows]).clamp_(low, high)
+    return out
+
+
+class Int4Matrix(RowKernel):
     """An [out, in] matrix as 4-bit values with a bfloat16 scale and zero point per group of
     INT4_GROUP inputs (asymmetric), packed as the CPU kernel wants them."""
 
@@ -87,12 +135,15 @@ class Int4Matrix:
         self.scales_zeros = self.scales_zeros.contiguous()  # [in / group, out, 2]
         self.dtype = weight.dtype
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.to(ACTIVATIONS)
+    def product(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            x, self.packed, INT4_GROUP, self.scales_zeros
+            x.to(ACTIVATIONS), self.packed, INT4_GROUP, self.scales_zeros
         )
         return out.to(self.dtype)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.packed.shape[0], self.scales_zeros.shape[0] * INT4_GROUP
 
     @property
     def nbytes(self) -> int:
@@ -133,9 +184,29 @@ def quantize_model(
     release(model.model.embed_tokens)
     release(model.lm_head)
     weights = NativeWeights(embed, layers, model.model.norm.weight.data, head, **shape(model))
+    mark(model, weights, kind)
+    return weights
+
+
+def mark(model: PreTrainedModel, weights: NativeWeights, kind: str) -> None:
+    """Makes quantized `weights` the model's native weights, known as `kind`, their kernels'
+    rows checked on this machine."""
+    check_rows(weights)
     adopt(model, weights)
     _QUANTIZED[model] = kind
-    return weights
+
+
+def check_rows(weights: NativeWeights) -> None:
+    """Sets each matrix's rows_checked: CHECKED_ROWS where its kernel stands each row alone on
+    this machine, else 0 (verify passes then run it row by row). One matrix per kind and shape
+    is tried: the kernel's path depends on those and the number of rows."""
+    matrices = [getattr(layer, name) for layer in weights.layers for name in LAYER_MATRICES]
+    verdicts: dict[tuple, bool] = {}
+    for matrix in [*matrices, weights.head]:
+        key = (type(matrix), matrix.shape)
+        if key not in verdicts:
+            verdicts[key] = matrix.stands_alone()
+        matrix.rows_checked = CHECKED_ROWS if verdicts[key] else 0
 
 
 def quantized_layer(layer: Layer, matrix: type[Matrix]) -> Layer:

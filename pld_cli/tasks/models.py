@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from pld_cli.errors import ExitStatus, PldError, Unsupported
 from pld_cli.runtime.opening import RuntimePool
 from pld_cli.runtime.quantized import quantize_model
+from pld_cli.runtime.quantized_state import restore
 from pld_cli.tasks.checkpoint import (
     Checkpoint,
     Unreadable,
@@ -20,6 +21,7 @@ from pld_cli.tasks.checkpoint import (
     materializer,
 )
 from pld_cli.tasks.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
+from pld_cli.tasks.quantized_copy import copy_path, load_copy, save_copy
 from pld_cli.tasks.sources import check_source
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -94,32 +96,39 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
         model = from_pretrained(
             AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
         ).eval()
+    elif device != "cpu":
+        raise PldError(f"--quantize {quantize}: quantized weights run on a CPU only (for now)")
     else:
-        report(f"quantizing {name} to {quantize}")
         try:
-            model = quantized_model(source, spec, quantize, device, dtype)
+            model = quantized_model(source, name, spec, quantize, dtype, report)
         except Unsupported as why:
             raise PldError(f"--quantize {quantize}: {why}") from None
     return LoadedModel(model, tokenizer, name, device, dtype, RuntimePool(model, spec.runtime))
 
 
-def quantized_model(source: str, spec: ModelSpec, kind: str, device: str, dtype: str):
-    """The model with quantized weights, read and quantized block by block from its checkpoint
-    (checkpoint.py), so float32 never holds it whole; else loaded whole, then quantized."""
-    if device != "cpu":
-        raise Unsupported("quantized weights run on a CPU only (for now)")
+def quantized_model(
+    source: str, name: str, spec: ModelSpec, kind: str, dtype: str, report: Callable[[str], None]
+) -> PreTrainedModel:
+    """The model with quantized weights: its quantized copy from the cache (quantized_copy.py),
+    else read and quantized block by block from its checkpoint (checkpoint.py) and the copy
+    written, so float32 never holds it whole; else loaded whole, then quantized."""
     try:
-        folder = checkpoint_folder(source, spec.revision)
-        checkpoint = Checkpoint(folder, DTYPES[dtype])
-        model = empty_model(folder, spec.trust_remote_code)
-        quantize_model(model, kind, materializer(model, checkpoint))
-        checkpoint.close()
+        checkpoint = Checkpoint(checkpoint_folder(source, spec.revision), DTYPES[dtype])
+        model = empty_model(checkpoint.folder, spec.trust_remote_code)
+        path = copy_path(checkpoint, kind, DTYPES[dtype])
+        state = load_copy(path)
+        if state is not None:
+            restore(model, state, kind)
+            return model
+        report(f"quantizing {name} to {kind} (once: the copy is cached)")
+        save_copy(path, quantize_model(model, kind, materializer(model, checkpoint)))
         return model
     except Unreadable:
         pass
+    report(f"quantizing {name} to {kind}")
     kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
     model = from_pretrained(
-        AutoModelForCausalLM, source, dtype=DTYPES[dtype], device_map={"": device}, **kwargs
+        AutoModelForCausalLM, source, dtype=DTYPES[dtype], device_map={"": "cpu"}, **kwargs
     ).eval()
     quantize_model(model, kind)
     return model

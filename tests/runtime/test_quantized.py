@@ -17,7 +17,13 @@ from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError, Unsupported
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.opening import RuntimePool
-from pld_cli.runtime.quantized import Int4Matrix, Int8Matrix, quantize_model, weight_bytes
+from pld_cli.runtime.quantized import (
+    CHECKED_ROWS,
+    Int4Matrix,
+    Int8Matrix,
+    quantize_model,
+    weight_bytes,
+)
 from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model
 from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task
@@ -67,6 +73,38 @@ def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(kind)
         alone = torch.cat([runtime.forward([token]).clone() for token in ids[1100 : 1100 + q]])
         runtime.rollback(1100)
         assert torch.equal(together, alone)  # bit for bit, not merely close
+
+
+def verify_against_single_passes(model, ids: list[int], start: int):
+    runtime = NativeRuntime(model, 256)
+    runtime.prefill(ids[:start])
+    together = runtime.forward(ids[start:]).clone()
+    runtime.rollback(start)
+    alone = torch.cat([runtime.forward([token]).clone() for token in ids[start:]])
+    return together, alone
+
+
+@pytest.mark.parametrize("kind,matrix", [("int8", Int8Matrix), ("int4", Int4Matrix)])
+def test_a_kernel_whose_rows_move_with_the_batch_runs_verify_passes_row_by_row(
+    monkeypatch, kind, matrix
+):
+    product = matrix.product
+
+    def moving(self, x):  # another path for batches, as tiles on another CPU might be
+        out = product(self, x)
+        return out * (1 + 2**-7) if x.shape[0] > 1 else out
+
+    monkeypatch.setattr(matrix, "product", moving)
+    model = tiny_llama(3)
+    weights = quantize_model(model, kind)
+    assert {layer.gate_up.rows_checked for layer in weights.layers} == {0}
+    ids = repetitive_prompt(3)[:40]
+    together, alone = verify_against_single_passes(model, ids, 30)
+    assert torch.equal(together, alone)
+    for layer in weights.layers:  # had the check trusted the batch, rows would have moved
+        layer.gate_up.rows_checked = CHECKED_ROWS
+    together, alone = verify_against_single_passes(model, ids, 30)
+    assert not torch.equal(together, alone)
 
 
 @pytest.mark.parametrize("kind,tolerance", [("int8", 0.02), ("int4", 0.15)])

@@ -1,0 +1,56 @@
+"""The quantized copy of a checkpoint, kept in the user cache beside the converted default model.
+
+Quantizing reads every float weight and rounds it: seconds for the default model, minutes for a
+7B one. The first quantized load writes the result (runtime/quantized_state.py) to one
+safetensors file, named by what it was made from: the checkpoint's files (path, size, time), the
+quantization, the dtype, the format and torch's version (the int4 kernel's packing is torch's own).
+A later load of the same reads it back directly. The file is written whole to a temporary name,
+then renamed; a cache that cannot be written only costs the next run the quantizing again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from pld_cli.cache import cache_dir
+from pld_cli.runtime.native_model import NativeWeights
+from pld_cli.runtime.quantized_state import FORMAT, flatten
+from pld_cli.tasks.checkpoint import Checkpoint
+
+
+def copy_path(checkpoint: Checkpoint, kind: str, dtype: torch.dtype) -> Path:
+    files = sorted(set(checkpoint.files.values()))
+    stamps = [(name, (checkpoint.folder / name).stat()) for name in files]
+    made_from = [str(checkpoint.folder.resolve()), kind, str(dtype), FORMAT, torch.__version__]
+    made_from += [f"{name}:{stat.st_size}:{stat.st_mtime_ns}" for name, stat in stamps]
+    key = hashlib.sha256("\n".join(made_from).encode()).hexdigest()[:16]
+    return cache_dir() / "quantized" / f"{checkpoint.folder.name}-{kind}-{key}.safetensors"
+
+
+def load_copy(path: Path) -> dict[str, torch.Tensor] | None:
+    """The stored tensors, or None where there is no readable copy."""
+    try:
+        return load_file(path) if path.is_file() else None
+    except (OSError, SafetensorError):  # a damaged copy is made again
+        return None
+
+
+def save_copy(path: Path, weights: NativeWeights) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(dir=path.parent, prefix=".quantized-")
+        os.close(handle)
+        try:
+            save_file({k: v.contiguous() for k, v in flatten(weights).items()}, staging)
+            os.replace(staging, path)
+        finally:
+            Path(staging).unlink(missing_ok=True)
+    except OSError:
+        pass  # no cache this time; the model itself is ready

@@ -1,0 +1,71 @@
+"""The quantized copy in the cache: a second load reads it instead of quantizing, and gives the
+same logits; a damaged copy, a changed checkpoint or a cache that cannot be written are not
+errors."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer, LlamaForCausalLM
+
+import pld_cli.tasks.models as models
+from pld_cli.runtime.native import NativeRuntime
+from pld_cli.tasks.checkpoint import Checkpoint
+from pld_cli.tasks.models import ModelSpec, load_model
+from pld_cli.tasks.quantized_copy import copy_path
+
+IDS = list(range(3, 40))
+
+
+@pytest.fixture
+def model_dir(tmp_path, tiny_model_dir):
+    folder = tmp_path / "model"
+    LlamaForCausalLM.from_pretrained(tiny_model_dir).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(folder)
+    return folder
+
+
+def logits(folder, kind) -> torch.Tensor:
+    loaded = load_model(ModelSpec(name=str(folder), device="cpu", quantize=kind))
+    return NativeRuntime(loaded.model, 64).run(IDS, keep=len(IDS))
+
+
+def copy_of(folder, kind):
+    return copy_path(Checkpoint(folder), kind, torch.float32)
+
+
+def never_quantize(monkeypatch):
+    def fail(*_):
+        raise AssertionError("quantized again")
+
+    monkeypatch.setattr(models, "quantize_model", fail)
+
+
+@pytest.mark.parametrize("kind", ["int8", "int4"])
+def test_a_second_load_reads_the_copy(model_dir, monkeypatch, kind):
+    first = logits(model_dir, kind)
+    assert copy_of(model_dir, kind).is_file()
+    never_quantize(monkeypatch)
+    assert torch.equal(logits(model_dir, kind), first)
+
+
+def test_a_damaged_copy_is_made_again(model_dir):
+    first = logits(model_dir, "int8")
+    copy = copy_of(model_dir, "int8")
+    copy.write_bytes(copy.read_bytes()[:1000])
+    assert torch.equal(logits(model_dir, "int8"), first)
+    assert copy.stat().st_size > 1000
+
+
+def test_a_changed_checkpoint_is_quantized_again(model_dir, tiny_model_dir):
+    before = logits(model_dir, "int8")
+    other = LlamaForCausalLM.from_pretrained(tiny_model_dir)
+    with torch.no_grad():
+        other.model.layers[0].mlp.down_proj.weight.mul_(2)
+    other.save_pretrained(model_dir)
+    assert not torch.equal(logits(model_dir, "int8"), before)
+
+
+def test_a_cache_that_cannot_be_written_costs_nothing_but_time(model_dir, monkeypatch, tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be")
+    monkeypatch.setattr("pld_cli.tasks.quantized_copy.cache_dir", lambda: blocked)
+    assert logits(model_dir, "int8").shape[0] == len(IDS)
