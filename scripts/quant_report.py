@@ -1,14 +1,16 @@
 """What --quantize costs and buys here: pass costs, prefill, agreement with float32, memory.
 
-One process loads the default model as float32, int8 and int4 and times passes of q positions on
-each native runtime, side by side round after round (so machine noise falls on all alike), and a
-prefill of --prefill rows. Quality: float32 greedy outputs of the first --items items of each
+One process loads the default model as float32, bfloat16, int8 and int4 and times passes of q
+positions on each native runtime, side by side round after round (so machine noise falls on all
+alike), beside the floor (its weights' bytes at the measured copy bandwidth), and a prefill of
+--prefill rows. Quality: float32 greedy outputs of the first --items items of each
 sample corpus (pld's output, equal to greedy), teacher-forced through each quantized model: top-1
 agreement with float32 and the mean KL(float32 || quantized) of the next-token distribution; and
 how many of the quantized models' own greedy outputs equal float32's. Memory: each quantization
 loaded and decoded in a fresh process (peak RSS, and RSS after loading). Last, a 7B-shaped random
 Llama, built on the meta device and quantized block by block (float32 never materializes whole):
-t(1), t(8) and the floor of reading its weights once at the measured copy bandwidth.
+t(1), t(8) and the floor of reading its weights once at the measured copy bandwidth (as in
+the pass table's floor column), each quantization in a fresh process.
 
     python scripts/quant_report.py [--items 10] [--rounds 7] [--kinds int8,int4] [--skip-big]
 """
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -50,13 +51,15 @@ def table(title: str, columns: list[str], rows: dict[str, list[str]]) -> None:
 
 
 def rss_mb() -> tuple[float, float]:
-    """(RSS now, peak RSS) in MB."""
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return pages * resource.getpagesize() / 2**20, peak
+    """(RSS now, peak RSS) in MB, of this process's own memory (getrusage's peak would carry
+    the parent's across exec)."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
 
 
-def pass_costs(runtimes: dict[str, NativeRuntime], vocab: int, context: int, rounds: int) -> None:
+def pass_costs(
+    runtimes: dict[str, NativeRuntime], vocab: int, context: int, rounds: int, bandwidth: float
+) -> None:
     generator = torch.Generator().manual_seed(0)
     prefix = torch.randint(0, vocab, (context,), generator=generator).tolist()
     for runtime in runtimes.values():
@@ -71,9 +74,10 @@ def pass_costs(runtimes: dict[str, NativeRuntime], vocab: int, context: int, rou
                 runtime.rollback(context)
     rows = {
         name: [f"{statistics.median(samples[name, q][1:]) * 1e3:.1f}" for q in SIZES]
-        for name in runtimes
+        + [f"{weight_bytes(runtime.weights) / bandwidth * 1e3:.1f}"]
+        for name, runtime in runtimes.items()
     }
-    columns = [f"q={q}" for q in SIZES]
+    columns = [f"q={q}" for q in SIZES] + ["floor"]
     table(f"ms per pass, {context} tokens of context (medians of {rounds})", columns, rows)
 
 
@@ -153,7 +157,7 @@ def random_weights(module: torch.nn.Module) -> None:
 
 
 def big_model(kind: str, context: int, rounds: int) -> None:
-    """A 7B-shaped random Llama at `kind`: t(1), t(8), the floor, peak RSS."""
+    """A 7B-shaped random Llama at `kind`, in this process: t(1), t(8), floor, peak RSS (JSON)."""
     config = LlamaConfig(**LLAMA_7B)
     with torch.device("meta"):
         model = LlamaForCausalLM(config).eval()
@@ -166,11 +170,25 @@ def big_model(kind: str, context: int, rounds: int) -> None:
         for q in times:
             times[q].append(timed(lambda n=q: runtime.forward(list(range(n))).argmax(-1).tolist()))
             runtime.rollback(context)
-    floor = weight_bytes(weights) / copy_bandwidth() * 1e3
-    cells = [f"{statistics.median(times[q][1:]) * 1e3:.0f}" for q in times]
-    cells += [f"{floor:.0f}", f"{weight_bytes(weights) / 2**30:.2f}", f"{rss_mb()[1] / 1024:.1f}"]
-    columns = ["t(1) ms", "t(8) ms", "floor ms", "weights GiB", "peak RSS GiB"]
-    table(f"7B-shaped random Llama, {context} tokens of context", columns, {kind: cells})
+    floor = weight_bytes(weights) / copy_bandwidth()
+    result = {f"t{q}": statistics.median(times[q][1:]) for q in times}
+    result.update(floor=floor, weights=weight_bytes(weights), peak=rss_mb()[1] * 2**20)
+    print(json.dumps(result))
+
+
+def big_models(kinds: list[str], context: int, rounds: int) -> None:
+    rows = {}
+    for kind in kinds:
+        command = [sys.executable, __file__, "--big-of", kind, "--context", str(context)]
+        command += ["--rounds", str(rounds)]
+        r = json.loads(subprocess.run(command, capture_output=True, check=True).stdout)
+        rows[kind] = [f"{r['t1'] * 1e3:.0f}", f"{r['t8'] * 1e3:.0f}", f"{r['floor'] * 1e3:.0f}"]
+        rows[kind] += [f"{r['t1'] / r['floor']:.2f}", f"{r['weights'] / 2**30:.2f}"]
+        rows[kind] += [f"{r['peak'] / 2**30:.1f}"]
+    columns = ["t(1) ms", "t(8) ms", "floor ms", "t(1) / floor", "weights GiB", "peak RSS GiB"]
+    table(
+        f"7B-shaped random Llama, {context} tokens of context (fresh process each)", columns, rows
+    )
 
 
 def main() -> None:
@@ -183,9 +201,12 @@ def main() -> None:
     parser.add_argument("--kinds", default="int8,int4")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--memory-of", help=argparse.SUPPRESS)
+    parser.add_argument("--big-of", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_of:
         return memory_row(args.memory_of)
+    if args.big_of:
+        return big_model(args.big_of, args.context, args.rounds)
     kinds = args.kinds.split(",")
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next(line for line in cpuinfo if line.startswith("model name"))
@@ -197,15 +218,17 @@ def main() -> None:
         "float32" if kind == "none" else kind: NativeRuntime(m.model, args.context + 64)
         for kind, m in loaded.items()
     }
+    bf16 = load_model(ModelSpec(device="cpu", dtype="bfloat16", quantize="none"))
+    runtimes["bfloat16"] = NativeRuntime(bf16.model, args.context + 64)
     padded = runtimes["float32, padded"] = NativeRuntime(loaded["none"].model, args.context + 64)
     padded.choose({q: "padded" for q in SIZES})
-    pass_costs(runtimes, vocab, args.context, args.rounds)
+    pass_costs(runtimes, vocab, args.context, args.rounds, copy_bandwidth())
     prefill_table(runtimes, vocab, args.prefill, 3)
     items = [item for corpus in SAMPLES for item in load_corpora([corpus])[: args.items]]
     quality(loaded.pop("none"), loaded, items, args.max_new_tokens)
     memory(["none", *kinds])
     if not args.skip_big:
-        big_model("int8", 128, 3)
+        big_models(kinds, 128, 3)
 
 
 if __name__ == "__main__":

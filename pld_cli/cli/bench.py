@@ -16,6 +16,10 @@ from pld_cli.cli.options import Settings, with_options
 from pld_cli.errors import ExitStatus, PldError
 
 BENCH = "Benchmark"
+HF_QUANTIZED = (
+    "--quantize: transformers' generate() (hf-greedy, hf-pld) has no float weights left to run "
+    "on; leave those methods out"
+)
 
 
 @with_options(max_new_tokens=256, seed=0)
@@ -91,17 +95,14 @@ def bench(
     from pld_cli.cli.render import Ui
     from pld_cli.engines import open_engine
     from pld_cli.files import atomic_write
+    from pld_cli.runtime.quantized import quantization
     from pld_cli.tasks.models import load_model
     from pld_cli.tasks.ready import ready
 
     config, spec = settings.decode_config(), settings.model_spec()
     chosen = parse_methods(methods, server=bool(settings.server))
     if settings.quantize.value not in ("auto", "none") and any(m.startswith("hf-") for m in chosen):
-        raise PldError(
-            "--quantize: transformers' generate() (hf-greedy, hf-pld) has no float weights "
-            "left to run on; leave those methods out",
-            code=ExitStatus.USAGE,
-        )
+        raise PldError(HF_QUANTIZED, code=ExitStatus.USAGE)
     if concurrency and not settings.server:
         raise PldError("--concurrency measures a server: it needs --server", code=ExitStatus.USAGE)
     if check and not {"greedy", "pld"} <= set(chosen):
@@ -116,6 +117,8 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
+        if quantization(loaded.model) != "none" and any(m.startswith("hf-") for m in chosen):
+            raise PldError(f"{HF_QUANTIZED} (or pass --quantize none)", code=ExitStatus.USAGE)
         config = settings.decode_config(model_penalty=loaded.repetition_penalty)
         ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once
         server = None

@@ -77,8 +77,9 @@ class Settings:
     quantize: Annotated[
         Quantize,
         option(panel=MODEL, help="Weights for pld's own forward (CPU): int8 per output channel or "
-               "int4 in groups, quantized at load; pld's output still equals --no-pld's. auto: "
-               "none (float weights)."),
+               "int4 in groups, quantized at load (once: the copy is cached); pld's output still "
+               "equals --no-pld's. auto: float weights where they fit the memory available, "
+               "else int8, else int4; float on a GPU."),
     ] = Quantize.AUTO  # fmt: skip
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")

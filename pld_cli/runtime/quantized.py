@@ -23,6 +23,7 @@ The model is then the native runtime's only: transformers' forward has no weight
 
 from __future__ import annotations
 
+import ctypes
 import weakref
 from collections.abc import Callable
 
@@ -220,6 +221,26 @@ def release(module: torch.nn.Module) -> None:
     for sub in module.modules():
         if isinstance(sub, torch.nn.Linear | torch.nn.Embedding):
             sub.weight.data = torch.empty(0, dtype=sub.weight.dtype, device=sub.weight.device)
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Hands freed memory back to the system. glibc keeps freed blocks of this size for reuse,
+    and the quantized blocks allocated between them pin them: without this the float blocks
+    read and freed one by one stay resident (measured: 1.07 GB of RSS after loading the default
+    model at int8, 0.55 GB with it)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _glibc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS, musl): the system keeps its own ways
+        return None
+
+
+_LIBC = _glibc()
 
 
 def quantization(model: torch.nn.Module) -> str:

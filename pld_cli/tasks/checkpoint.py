@@ -12,6 +12,7 @@ caller falls back to an ordinary load.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,17 +54,28 @@ class Checkpoint:
             raise Unreadable(f"no safetensors checkpoint in {folder}")
         self.handles: dict[str, object] = {}
 
+    def parameters(self) -> int:
+        """How many weights the checkpoint holds (from the files' headers; nothing is read)."""
+        total = 0
+        for file in set(self.files.values()):
+            with safe_open(self.folder / file, "pt") as handle:
+                names = [name for name, owner in self.files.items() if owner == file]
+                total += sum(math.prod(handle.get_slice(name).get_shape()) for name in names)
+        return total
+
     def __contains__(self, name: str) -> bool:
         return name in self.files
 
     def read(self, name: str) -> torch.Tensor:
-        """One tensor in the dtype asked for (a bfloat16 checkpoint's copy is transient)."""
+        """One tensor in the dtype asked for, in memory of its own: a tensor safetensors hands
+        out shares the file's mapping, and a norm vector kept from it would keep every page of
+        the file read so far resident."""
         if name not in self.files:
             raise Unreadable(f"{name} is not in the checkpoint (the model renames its weights)")
         file = self.files[name]
         if file not in self.handles:
             self.handles[file] = safe_open(self.folder / file, "pt")
-        return self.handles[file].get_tensor(name).to(self.dtype)
+        return self.handles[file].get_tensor(name).to(self.dtype, copy=True)
 
     def close(self) -> None:
         self.handles.clear()  # a safe_open handle unmaps its file when dropped

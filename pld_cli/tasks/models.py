@@ -20,6 +20,7 @@ from pld_cli.tasks.checkpoint import (
     empty_model,
     materializer,
 )
+from pld_cli.tasks.fit import auto_quantize, available_memory
 from pld_cli.tasks.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
 from pld_cli.tasks.quantized_copy import copy_path, load_copy, save_copy
 from pld_cli.tasks.sources import check_source
@@ -91,7 +92,7 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     placement = {"device_map": "auto"} if device == "cuda" else {"device_map": {"": device}}
     kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
     tokenizer = from_pretrained(AutoTokenizer, source, **kwargs)
-    quantize = resolve_quantize(spec.quantize)
+    quantize = resolve_quantize(spec, source, device, report)
     if quantize == "none":
         model = from_pretrained(
             AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
@@ -134,15 +135,29 @@ def quantized_model(
     return model
 
 
-def resolve_quantize(quantize: str) -> str:
-    """auto: float weights (see the README's quantization section for the measurements)."""
-    if quantize == "auto":
-        return "none"
-    if quantize not in ("none", "int8", "int4"):
+def resolve_quantize(
+    spec: ModelSpec, source: str, device: str, report: Callable[[str], None]
+) -> str:
+    """The quantization asked for; auto's choice by the model's size and free memory (fit.py)."""
+    if spec.quantize not in ("auto", "none", "int8", "int4"):
         raise PldError(
-            f"--quantize {quantize}: expected auto, none, int8 or int4", code=ExitStatus.USAGE
+            f"--quantize {spec.quantize}: expected auto, none, int8 or int4",
+            code=ExitStatus.USAGE,
         )
-    return quantize
+    if spec.quantize != "auto":
+        return spec.quantize
+    try:
+        parameters = Checkpoint(checkpoint_folder(source, spec.revision)).parameters()
+    except Unreadable:
+        return "none"  # its size is unknown before loading: as it is
+    available = available_memory()
+    kind = auto_quantize(parameters, available, device)
+    if kind != "none":
+        report(
+            f"--quantize auto: {kind} (float32 weights of {parameters * 4 / 1e9:.1f} GB do not "
+            f"fit the {available / 1e9:.1f} GB of memory available)"
+        )
+    return kind
 
 
 def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:
