@@ -28,7 +28,7 @@ def test_available_memory_is_some_of_this_machine():
     assert 0 < available_memory() < 2**50
 
 
-@pytest.mark.parametrize("available,kind", [(10**12, "none"), (8 * 10**6, "int8")])
+@pytest.mark.parametrize("available,kind", [(10**12, "none"), (16 * 10**6, "int8")])
 def test_a_load_with_auto_follows_the_memory(monkeypatch, tiny_model_dir, available, kind):
     monkeypatch.setattr(models, "available_memory", lambda: available)
     messages = []
