@@ -85,8 +85,7 @@ class Int8Matrix(RowKernel):
     def __init__(self, weight: torch.Tensor) -> None:
         # The kernel multiplies by bfloat16 scales: quantize against the rounded ones.
         self.scales = (weight.abs().amax(1).clamp(min=1e-12) / 127).to(torch.bfloat16)
-        steps = self.scales.float()[:, None]
-        self.values = rounded(weight, steps, -127, 127).to(torch.int8)
+        self.values = int8_rows(weight, self.scales.float()[:, None])
         self.device, self.dtype = weight.device, weight.dtype  # what the embedding lookup gives
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
@@ -105,14 +104,14 @@ class Int8Matrix(RowKernel):
         return self.values.nbytes + self.scales.nbytes
 
 
-def rounded(weight: torch.Tensor, step: torch.Tensor, low: int, high: int) -> torch.Tensor:
-    """round(weight / step) clamped to [low, high], as float32, a slab of rows at a time so the
-    temporaries of a large matrix stay small."""
-    out = torch.empty(weight.shape, dtype=torch.float32, device=weight.device)
-    slab = max(1, 2**22 // max(1, weight[0].numel()))
+def int8_rows(weight: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """round(weight / steps) in [-127, 127] as int8, a slab of rows at a time, so a large matrix's
+    float temporaries stay a few MB and not a copy of it each."""
+    out = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
+    slab = max(1, 2**20 // max(1, weight.shape[1]))
     for start in range(0, weight.shape[0], slab):
         rows = slice(start, start + slab)
-        out[rows] = torch.round(weight[rows].float() / step[rows]).clamp_(low, high)
+        out[rows] = torch.round(weight[rows].float() / steps[rows]).clamp_(-127, 127)
     return out
 
 
