@@ -135,15 +135,18 @@ class Worker:
             for doc in documents:
                 yield self.decode(doc, splitter, in_order)
             return
-        with ThreadPoolExecutor(jobs) as files, ThreadPoolExecutor(jobs) as calls:
-            map_calls: MapCalls = lambda one, many: list(calls.map(one, many))  # noqa: E731
-            futures = [files.submit(self.decode, doc, splitter, map_calls) for doc in documents]
-            try:
-                for future in futures:
-                    yield future.result()
-            finally:  # cut short (Ctrl-C, an error): what has not started never starts
-                for future in futures:
-                    future.cancel()
+        files, calls = ThreadPoolExecutor(jobs), ThreadPoolExecutor(jobs)
+        map_calls: MapCalls = lambda one, many: list(calls.map(one, many))  # noqa: E731
+        futures = [files.submit(self.decode, doc, splitter, map_calls) for doc in documents]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            # Cut short (Ctrl-C, an error): what has not started never starts, and nothing here
+            # waits for the calls in flight (a `with` would, for minutes): execute closes the
+            # engine next, which cuts them.
+            for pool in (files, calls):
+                pool.shutdown(wait=False, cancel_futures=True)
 
     def decode(self, doc: Document, splitter: Splitter, map_calls: MapCalls) -> Outcome:
         kind = kind_of(doc.task.kind)

@@ -122,7 +122,8 @@ def test_an_unreachable_server_is_one_line(pld, fake, tmp_path):
 
 def test_ctrl_c_cancels_what_is_in_flight_and_exits_130(fake, tmp_path):
     paths = documents(tmp_path, **{f"{n}.txt": f"<doc>{n}<doc>\n" for n in "abc"})
-    fake.answer = lambda body: Answer(chunks=[[1]] * 1200, delay=0.1)  # 2 minutes each
+    # 2 minutes each, and no repeated span: the loop stop must not end them first.
+    fake.answer = lambda body: Answer(chunks=[[n] for n in range(1000, 2200)], delay=0.1)
     pld = subprocess.Popen([str(Path(sys.executable).parent / "pld"), "summarize", *paths,
                             "--server", fake.url, "-j", "3"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
