@@ -120,6 +120,12 @@ def test_an_unreachable_server_is_one_line(pld, fake, tmp_path):
                                  "connection refused (is it running?)"]  # fmt: skip
 
 
+def sigint_as_from_a_terminal() -> None:
+    """A suite started in the background (`make test &`) ignores SIGINT, and a Python started
+    with SIGINT ignored leaves it so: the child gets Ctrl-C as a user's terminal would send it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_cancels_what_is_in_flight_and_exits_130(fake, tmp_path):
     paths = documents(tmp_path, **{f"{n}.txt": f"<doc>{n}<doc>\n" for n in "abc"})
     # 2 minutes each, and no repeated span: the loop stop must not end them first.
@@ -127,7 +133,8 @@ def test_ctrl_c_cancels_what_is_in_flight_and_exits_130(fake, tmp_path):
     pld = subprocess.Popen([str(Path(sys.executable).parent / "pld"), "summarize", *paths,
                             "--server", fake.url, "-j", "3"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=os.environ | {"HF_HUB_OFFLINE": "1"})  # fmt: skip
+                           env=os.environ | {"HF_HUB_OFFLINE": "1"},
+                           preexec_fn=sigint_as_from_a_terminal)  # fmt: skip
     start = time.perf_counter()
     while fake.in_flight < 3 and time.perf_counter() - start < 120:
         time.sleep(0.1)
