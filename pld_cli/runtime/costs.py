@@ -3,7 +3,11 @@
 On a GPU extra positions are nearly free; on a CPU a pass over 11 positions can cost twice a pass
 over one. A short calibration times passes of a few sizes on the loaded model (on top of a cached
 context, like a real verify pass), and the result is cached in the user cache folder under the
-model, device, dtype, runtime and thread count that produced it.
+model, device, dtype, runtime and thread count that produced it. On a CPU the table keeps the
+machine's copy speed at the time (`copy_speed`, what a decode pass is bound by); a later run that
+finds the speed moved by more than SPEED_TOLERANCE measures again: the table came from another
+machine under the same cache, or from this one while it was busy (one such table, cached here,
+had t(1) at 5x its quiet value and chose kernel paths from noise).
 """
 
 from __future__ import annotations
@@ -25,6 +29,22 @@ MEASURED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 CONTEXT = 1024
 REPEATS = 5
 CALIBRATION_POSITIONS = CONTEXT + max(MEASURED_SIZES) + 1  # the room a calibration needs
+# Best-of-five copy speeds of a quiet machine spread about 10% here; a busy or other machine
+# moved them by more than half.
+SPEED_TOLERANCE = 1.3
+SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes memory
+
+
+def copy_speed() -> float:
+    """Bytes per second of the best of five copies of a buffer larger than the caches (~30 ms)."""
+    source = torch.empty(SPEED_BUFFER_MB * 2**20 // 4)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.nbytes / best
 
 
 def measure(runtime: Runtime, vocab_size: int) -> tuple[dict[int, float], dict[int, str]]:
@@ -88,22 +108,45 @@ def pass_costs(
     cache_file: Path,
     max_q: int,
     report: Callable[[str], None] = lambda _: None,
+    speed: float | None = None,
 ) -> list[float]:
-    """costs[q] = t(q) for q up to max_q, from the cache file or a fresh calibration."""
+    """costs[q] = t(q) for q up to max_q, from the cache file or a fresh calibration. `speed`:
+    this machine's copy_speed() now (None where passes do not run on the CPU)."""
     table = load_table(cache_file)
-    if key not in table:
-        report("measuring pass costs (once for this model, device and dtype)")
+    if key not in table or stale(table[key], speed):
+        why = moved(table[key], speed) if key in table else "once for this model, device and dtype"
+        report(f"measuring pass costs ({why})")
         costs, choice = measure(runtime, vocab_size)
         table[key] = {str(q): seconds for q, seconds in costs.items()}
         if choice:  # kept with the costs it produced
             table[key]["paths"] = {str(q): path for q, path in choice.items()}
+        if speed is not None:
+            table[key]["speed"] = speed
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(cache_file, json.dumps(table, indent=1, sort_keys=True))
     entry = dict(table[key])
     choice = entry.pop("paths", None)
+    entry.pop("speed", None)
     if choice:
         runtime.choose({int(q): path for q, path in choice.items()})
     return interpolate({int(q): s for q, s in entry.items()}, max_q)
+
+
+def stale(entry: dict, speed: float | None) -> bool:
+    """Whether a cached table was measured at another copy speed than `speed` (or at one not
+    recorded: tables from before the speed was kept)."""
+    if speed is None:
+        return False
+    then = entry.get("speed")
+    return then is None or not 1 / SPEED_TOLERANCE <= speed / then <= SPEED_TOLERANCE
+
+
+def moved(entry: dict, speed: float) -> str:
+    """Why a stale table is measured again."""
+    then = entry.get("speed")
+    if then is None:
+        return "the cached ones did not record the machine's speed"
+    return f"this machine copies memory at {speed / 1e9:.0f} GB/s, {then / 1e9:.0f} when they were"
 
 
 def load_table(cache_file: Path) -> dict[str, dict[str, float]]:

@@ -11,7 +11,7 @@ from pld_cli.cache import cache_dir
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.runtime import Runtime
 from pld_cli.errors import PldError
-from pld_cli.runtime.costs import CALIBRATION_POSITIONS, cost_key, pass_costs
+from pld_cli.runtime.costs import CALIBRATION_POSITIONS, copy_speed, cost_key, pass_costs
 from pld_cli.runtime.opening import Note
 from pld_cli.tasks.models import LoadedModel
 
@@ -39,5 +39,7 @@ def ready(
     key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
     vocab_size = loaded.model.config.vocab_size
     cache_file = cache_dir() / "pass-costs.json"
-    costs = pass_costs(runtime, vocab_size, key, cache_file, config.num_draft + 1, report)
+    speed = copy_speed() if loaded.device == "cpu" else None
+    max_q = config.num_draft + 1
+    costs = pass_costs(runtime, vocab_size, key, cache_file, max_q, report, speed)
     return runtime, costs if config.adaptive else None

@@ -54,3 +54,41 @@ def test_the_calibration_chooses_a_kernel_path_per_size_and_caches_the_choice(tm
     again = NativeRuntime(model, 2048)
     assert costs.pass_costs(again, 64, "tiny|cpu|native", cache, 11) == first
     assert again.layout.choice == chosen
+
+
+def test_a_table_from_another_copy_speed_is_measured_again_and_a_near_one_is_kept(
+    tmp_path, monkeypatch
+):
+    runtime = DynamicRuntime(tiny_llama(0))
+    cache = tmp_path / "costs.json"
+    measured = []
+    real = costs.measure
+
+    def counted(*args):
+        measured.append(True)
+        return real(*args)
+
+    monkeypatch.setattr(costs, "measure", counted)
+    notes = []
+    costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11, speed=50e9)
+    costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11, notes.append, speed=60e9)
+    assert len(measured) == 1 and notes == []  # within the tolerance: the cached table
+    costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11, notes.append, speed=20e9)
+    assert len(measured) == 2  # a busy (or another) machine: measured again
+    assert "20 GB/s, 50 when they were" in notes[0]
+    costs.pass_costs(runtime, 64, "tiny|cpu", cache, 11, speed=21e9)
+    assert len(measured) == 2  # the new table kept the speed it was measured at
+
+
+def test_a_table_that_recorded_no_speed_is_measured_again_on_a_cpu(tmp_path, monkeypatch):
+    runtime = DynamicRuntime(tiny_llama(0))
+    cache = tmp_path / "costs.json"
+    costs.pass_costs(runtime, 64, "tiny|cuda", cache, 11)  # no speed: a GPU's table
+    monkeypatch.setattr(costs, "measure", lambda *args: (_ for _ in ()).throw(AssertionError))
+    costs.pass_costs(runtime, 64, "tiny|cuda", cache, 11)
+    with pytest.raises(AssertionError):
+        costs.pass_costs(runtime, 64, "tiny|cuda", cache, 11, speed=50e9)
+
+
+def test_copy_speed_is_a_plausible_memory_speed():
+    assert 1e8 < costs.copy_speed() < 1e13
