@@ -33,6 +33,9 @@ CALIBRATION_POSITIONS = CONTEXT + max(MEASURED_SIZES) + 1  # the room a calibrat
 # moved them by more than half.
 SPEED_TOLERANCE = 1.3
 SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes memory
+# How pld's runtimes compute a pass, in the cache key: raised when a change to them makes cached
+# costs and path choices wrong (2: a one-row padded linear layer runs two rows, kernels.py).
+KERNEL_REVISION = 2
 
 
 def copy_speed() -> float:
@@ -159,5 +162,5 @@ def load_table(cache_file: Path) -> dict[str, dict[str, float]]:
 def cost_key(model: str, device: str, dtype: str, runtime: str) -> str:
     return (
         f"{model}|{device}|{dtype}|{runtime}|threads={torch.get_num_threads()}|{torch.__version__}"
-        f"|context={CONTEXT}|q<={max(MEASURED_SIZES)}"
+        f"|context={CONTEXT}|q<={max(MEASURED_SIZES)}|kernels={KERNEL_REVISION}"
     )
