@@ -13,6 +13,7 @@ t(1), t(8) and the floor of reading its weights once at the measured copy bandwi
 the pass table's floor column), each quantization in a fresh process.
 
     python scripts/quant_report.py [--items 10] [--rounds 7] [--kinds int8,int4] [--skip-big]
+                                   [--passes-only]
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def main() -> None:
     parser.add_argument("--prefill", type=int, default=1000)
     parser.add_argument("--kinds", default="int8,int4")
     parser.add_argument("--skip-big", action="store_true")
+    parser.add_argument("--passes-only", action="store_true", help="the t(q) and prefill tables")
     parser.add_argument("--memory-of", help=argparse.SUPPRESS)
     parser.add_argument("--big-of", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -224,6 +226,8 @@ def main() -> None:
     padded.choose({q: "padded" for q in SIZES})
     pass_costs(runtimes, vocab, args.context, args.rounds, copy_bandwidth())
     prefill_table(runtimes, vocab, args.prefill, 3)
+    if args.passes_only:
+        return
     items = [item for corpus in SAMPLES for item in load_corpora([corpus])[: args.items]]
     quality(loaded.pop("none"), loaded, items, args.max_new_tokens)
     memory(["none", *kinds])
