@@ -65,6 +65,7 @@ def test_ready_calibrates_once_and_hands_the_choice_to_the_runtime(
     tiny_loaded, monkeypatch, tmp_path
 ):
     monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: tmp_path)  # nothing measured yet
+    monkeypatch.setattr("pld_cli.tasks.ready.copy_speed", lambda: 50e9)  # steady: not a speed test
     monkeypatch.setattr("pld_cli.runtime.costs.CONTEXT", 64)
     monkeypatch.setattr("pld_cli.runtime.costs.REPEATS", 1)
     notes = []
