@@ -7,6 +7,8 @@ per model, device, dtype and runtime and then read from the user cache (runtime/
 
 from __future__ import annotations
 
+from functools import cache
+
 from pld_cli.cache import cache_dir
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.runtime import Runtime
@@ -39,7 +41,15 @@ def ready(
     key = cost_key(loaded.name, loaded.device, loaded.dtype, runtime.name)
     vocab_size = loaded.model.config.vocab_size
     cache_file = cache_dir() / "pass-costs.json"
-    speed = copy_speed() if loaded.device == "cpu" else None
+    speed = machine_speed() if loaded.device == "cpu" else None
     max_q = config.num_draft + 1
     costs = pass_costs(runtime, vocab_size, key, cache_file, max_q, report, speed)
     return runtime, costs if config.adaptive else None
+
+
+@cache
+def machine_speed() -> float:
+    """copy_speed(), once per process: every decode goes through ready() (each document of a
+    batch, each bench item), and none should pay the probe again or re-measure the pass costs
+    in the middle of a run because the probe came out slower once."""
+    return copy_speed()

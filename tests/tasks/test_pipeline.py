@@ -1,9 +1,12 @@
+from functools import cache
+
 import pytest
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError
 from pld_cli.runtime.costs import MEASURED_SIZES
+from pld_cli.tasks import ready as ready_module
 from pld_cli.tasks.kinds import kind_of
 from pld_cli.tasks.models import ModelSpec, load_model
 from pld_cli.tasks.pipeline import check_fits, run_task
@@ -65,7 +68,10 @@ def test_ready_calibrates_once_and_hands_the_choice_to_the_runtime(
     tiny_loaded, monkeypatch, tmp_path
 ):
     monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: tmp_path)  # nothing measured yet
-    monkeypatch.setattr("pld_cli.tasks.ready.copy_speed", lambda: 50e9)  # steady: not a speed test
+    probes = []
+    monkeypatch.setattr(ready_module, "copy_speed", lambda: probes.append(1) or 50e9)
+    once = cache(ready_module.machine_speed.__wrapped__)  # this test's own process-wide cache
+    monkeypatch.setattr(ready_module, "machine_speed", once)
     monkeypatch.setattr("pld_cli.runtime.costs.CONTEXT", 64)
     monkeypatch.setattr("pld_cli.runtime.costs.REPEATS", 1)
     notes = []
@@ -75,3 +81,4 @@ def test_ready_calibrates_once_and_hands_the_choice_to_the_runtime(
     assert notes == ["measuring pass costs (once for this model, device and dtype)"]
     again, _ = ready(tiny_loaded, 10, DecodeConfig(num_draft=8), report=notes.append)
     assert again is runtime and len(notes) == 1  # read from the cache, not measured again
+    assert len(probes) == 1  # the machine's speed: probed once per process, not per decode
