@@ -14,9 +14,11 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.runtime.native_model import Layer, NativeWeights, shape
-from pld_cli.runtime.quantized import LAYER_MATRICES, Int4Matrix, Int8Matrix, Matrix, mark
+from pld_cli.runtime.quantized import LAYER_MATRICES, mark
+from pld_cli.runtime.quantized_head import GroupedRows, QuantizedHead
+from pld_cli.runtime.quantized_matrices import Int4Matrix, Int8Matrix
 
-FORMAT = "1"  # bumped whenever the tensors' layout changes, so an old copy is not read
+FORMAT = "2"  # bumped whenever the tensors' layout changes, so an old copy is not read
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
@@ -33,7 +35,7 @@ def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
     return state
 
 
-def matrix_state(name: str, matrix: Matrix) -> dict[str, torch.Tensor]:
+def matrix_state(name: str, matrix) -> dict[str, torch.Tensor]:
     return {f"{name}.{k}": v for k, v in vars(matrix).items() if isinstance(v, torch.Tensor)}
 
 
@@ -50,8 +52,9 @@ def restore(model: PreTrainedModel, state: dict[str, torch.Tensor], kind: str) -
             matrix = layer_matrix if field.name in LAYER_MATRICES else None
             values[field.name] = take(state, name, matrix, dtype)
         layers.append(Layer(**values))
-    embed = take(state, "embed", Int8Matrix, dtype)
-    head = take(state, "head", Int8Matrix, dtype) or embed
+    head = take(state, "head", QuantizedHead, dtype)
+    embed = take(state, "embed", QuantizedHead if head is None else GroupedRows, dtype)
+    head = head or embed
     for module in model.modules():
         for name, parameter in list(module.named_parameters(recurse=False)):
             empty = torch.empty(0, dtype=parameter.dtype)
@@ -61,7 +64,7 @@ def restore(model: PreTrainedModel, state: dict[str, torch.Tensor], kind: str) -
     return weights
 
 
-def take(state: dict, name: str, matrix: type[Matrix] | None, dtype: torch.dtype):
+def take(state: dict, name: str, matrix: type | None, dtype: torch.dtype):
     """A tensor, a matrix rebuilt from its tensors, or None where the state has neither."""
     if matrix is None:
         return state.get(name)

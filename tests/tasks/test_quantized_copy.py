@@ -4,13 +4,14 @@ errors."""
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import AutoTokenizer, LlamaForCausalLM
 
 import pld_cli.tasks.models as models
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.tasks.checkpoint import Checkpoint
 from pld_cli.tasks.models import ModelSpec, load_model
-from pld_cli.tasks.quantized_copy import copy_path
+from pld_cli.tasks.quantized_copy import copy_path, load_copy
 
 IDS = list(range(3, 40))
 
@@ -69,3 +70,14 @@ def test_a_cache_that_cannot_be_written_costs_nothing_but_time(model_dir, monkey
     blocked.write_text("a file where the cache folder would be")
     monkeypatch.setattr("pld_cli.tasks.quantized_copy.cache_dir", lambda: blocked)
     assert logits(model_dir, "int8").shape[0] == len(IDS)
+
+
+def test_every_tensor_read_back_starts_on_a_64_byte_boundary(tmp_path):
+    # Odd sizes put the tensors after the first at offsets in the file off any 64-byte boundary.
+    state = {f"t{i}": torch.full((size,), i, dtype=torch.int8) for i, size in enumerate([3, 5, 7])}
+    path = tmp_path / "copy.safetensors"
+    save_file(state, path)
+    assert {t.data_ptr() % 64 for t in load_file(path).values()} != {0}  # as safetensors gives them
+    loaded = load_copy(path)
+    assert all(t.data_ptr() % 64 == 0 for t in loaded.values())
+    assert all(torch.equal(loaded[name], state[name]) for name in state)
