@@ -33,6 +33,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from pld_cli.bench.corpus import load_corpora
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import decode_ids
+from pld_cli.runtime.costs import calibration_tokens
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.quantized import quantize_model, weight_bytes
 from pld_cli.tasks.models import ModelSpec, load_model
@@ -61,14 +62,13 @@ def rss_mb() -> tuple[float, float]:
 def pass_costs(
     runtimes: dict[str, NativeRuntime], vocab: int, context: int, rounds: int, bandwidth: float
 ) -> None:
-    generator = torch.Generator().manual_seed(0)
-    prefix = torch.randint(0, vocab, (context,), generator=generator).tolist()
+    tokens = calibration_tokens(vocab, context + max(SIZES))  # as the calibration's passes
     for runtime in runtimes.values():
-        runtime.prefill(prefix)
+        runtime.prefill(tokens[:context])
     samples = {(name, q): [] for name in runtimes for q in SIZES}
     for _ in range(rounds + 1):  # the first round warms up
         for q in SIZES:
-            ids = torch.randint(0, vocab, (q,), generator=generator).tolist()
+            ids = tokens[context : context + q]
             for name, runtime in runtimes.items():
                 seconds = timed(lambda r=runtime, x=ids: r.forward(x).argmax(-1).tolist())
                 samples[name, q].append(seconds)

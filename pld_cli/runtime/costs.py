@@ -35,8 +35,14 @@ SPEED_TOLERANCE = 1.5
 SPEED_COPIES = 8
 SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes memory
 # How pld's runtimes compute a pass, in the cache key: raised when a change to them makes cached
-# costs and path choices wrong (2: a one-row padded linear layer runs two rows, kernels.py).
-KERNEL_REVISION = 2
+# costs and path choices wrong (2: a one-row padded linear layer runs two rows, kernels.py; 3: the
+# quantized head recomputes the logits near the top one, and passes run over a repeated pattern).
+KERNEL_REVISION = 3
+# The calibration's tokens: a random pattern of this many, repeated. A pass's cost depends on its
+# logits at one point, the quantized head's (quantized_head.py), which recomputes every logit near
+# the top one: about one per position over text or copied spans, hundreds over random tokens
+# (measured: a 32-position pass's head took 21 ms over random tokens, the kernel alone 10).
+PATTERN = 100
 
 
 def copy_speed() -> float:
@@ -59,15 +65,15 @@ def measure(runtime: Runtime, vocab_size: int) -> tuple[dict[int, float], dict[i
     by side in one process, and runs the fastest from then on: returns the costs of the chosen
     paths and the choice {q: path} ({} for a runtime with one path)."""
     paths = runtime.paths or (None,)
-    generator = torch.Generator().manual_seed(0)
     context = min(CONTEXT, runtime.context_limit - max(MEASURED_SIZES) - 1)
-    runtime.prefill(torch.randint(0, vocab_size, (context,), generator=generator).tolist())
+    tokens = calibration_tokens(vocab_size, context + max(MEASURED_SIZES))
+    runtime.prefill(tokens[:context])
     samples: dict[tuple[int, str | None], list[float]] = {
         (q, path): [] for q in MEASURED_SIZES for path in paths
     }
     for _ in range(REPEATS + 1):  # the first round warms up
         for q in MEASURED_SIZES:
-            ids = torch.randint(0, vocab_size, (q,), generator=generator).tolist()
+            ids = tokens[context : context + q]  # the pattern goes on, as a copied span does
             for path in paths:
                 if path is not None:
                     runtime.choose({q: path})
@@ -81,6 +87,13 @@ def measure(runtime: Runtime, vocab_size: int) -> tuple[dict[int, float], dict[i
     if choice:
         runtime.choose(choice)
     return {q: medians[q, path] for q, path in best.items()}, choice
+
+
+def calibration_tokens(vocab_size: int, count: int) -> list[int]:
+    """`count` token ids: a random PATTERN repeated (the same on every run)."""
+    generator = torch.Generator().manual_seed(0)
+    pattern = torch.randint(0, vocab_size, (PATTERN,), generator=generator)
+    return pattern.repeat(count // PATTERN + 1)[:count].tolist()
 
 
 def interpolate(measured: dict[int, float], max_q: int) -> list[float]:

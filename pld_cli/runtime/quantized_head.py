@@ -5,15 +5,14 @@ token wherever two logits are that close: with the default model's layers in flo
 head and embedding alone moved top-1 agreement with float32 to 98.1% over `samples/` (1,280
 positions), where a head in its source's own layout (Q8_0: int8 in groups of 32) kept 100%.
 
-So the matrix is kept twice, both int8: per output row for the kernel (`Int8Matrix`), and in
-groups of 32 inputs with a float32 scale each (`GroupedRows`), which holds a Q8_0 source exactly
-and reads rows back for the embedding lookup. A pass takes the kernel's logits, bounds each
-logit's distance from the grouped matrix's own (the weights' difference, the bfloat16 activations
-and output, float32 sums; all bounded from above), and recomputes in float32 every logit whose
-bound reaches the top one's: the largest grouped-matrix logit is among them, so the argmax is the
-grouped matrix's, and the rest keep the kernel's values (median 2 recomputed per row on
-`samples/`, at most 59). Each row is refined on its own, so a row's logits stay those of a pass
-over that row alone.
+So the matrix is kept twice, both int8: per output row for the kernel (`Int8Matrix`), and in groups
+of 32 inputs with a float32 scale each (`GroupedRows`), which holds a Q8_0 source exactly and reads
+rows back for the embedding lookup. A pass takes the kernel's logits, bounds each logit's distance
+from the grouped matrix's own from above (the weights' difference, the bfloat16 activations and
+output, float32 sums; by Cauchy-Schwarz), and recomputes in float32 every logit whose bound reaches
+the top one's: the largest grouped-matrix logit is among them, so the argmax is the grouped
+matrix's, and the rest keep the kernel's values (median 1 recomputed per row on `samples/`, at most
+10). Each row is refined on its own, so a row's logits stay those of a pass over that row alone.
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ from pld_cli.runtime.quantized_matrices import ACTIVATIONS, Int8Matrix, slabs
 
 GROUP = 32  # inputs per scale of the grouped rows (Q8_0's layout)
 # The bounds' rounding terms, each above what it bounds: a bfloat16 output is within 2^-8 of its
-# value, a float32 sum of k products within k * 2^-24 of the exact one, and the bounds' own
-# float32 arithmetic within a part in 2^8.
+# value, a float32 sum of k products within k * 2^-24 of the sum of their sizes (at most the
+# product of the two vectors' norms), and the bounds' own float32 arithmetic within a part in 2^8.
 OUTPUT_ROUNDING = 2.0**-7
 SUM_ROUNDING = 2.0**-23
 SLACK = 1 + 2.0**-8
@@ -57,8 +56,8 @@ class GroupedRows:
 
 class QuantizedHead(GroupedRows, Int8Matrix):
     """The head: the int8 kernel's logits, those that may be the top one recomputed from the
-    grouped rows. `error` [out]: how far a row of the kernel's matrix strays from the grouped
-    one; `reach` [out]: the largest weight of either."""
+    grouped rows. Per output row, as Euclidean norms: `error`, of the kernel's matrix's row minus
+    the grouped one; `reach`, the larger of the two rows."""
 
     def __init__(self, weight: torch.Tensor) -> None:
         GroupedRows.__init__(self, weight)
@@ -66,10 +65,10 @@ class QuantizedHead(GroupedRows, Int8Matrix):
         self.error = torch.empty(weight.shape[0], device=weight.device)
         self.reach = torch.empty_like(self.error)
         for rows in slabs(weight):
-            grouped = self[rows].float()
-            kernel = self.values[rows].float() * self.scales[rows].float()[:, None]
-            self.error[rows] = (grouped - kernel).abs().amax(1) * SLACK
-            self.reach[rows] = torch.maximum(grouped.abs().amax(1), kernel.abs().amax(1)) * SLACK
+            grouped = self[rows].double()
+            kernel = self.values[rows].double() * self.scales[rows].double()[:, None]
+            self.error[rows] = (grouped - kernel).norm(dim=1) * SLACK
+            self.reach[rows] = torch.maximum(grouped.norm(dim=1), kernel.norm(dim=1)) * SLACK
 
     def __call__(self, x: torch.Tensor, alone: bool = False) -> torch.Tensor:
         """Logits [m, out] for x [m, in]; each row's argmax is the grouped matrix's."""
@@ -81,11 +80,13 @@ class QuantizedHead(GroupedRows, Int8Matrix):
         return logits
 
     def near_top(self, x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        """Which logits [m, out] may, within their bounds, be the largest of their row."""
+        """Which logits [m, out] may, within their bounds, be the largest of their row. Each
+        bound is Cauchy-Schwarz's: |x . d| <= |x| |d| for the weights' difference d, for the
+        input's bfloat16 rounding, and for the float32 sums' error."""
         sizes, roundings = [], []
-        for row in x.float().split(1):  # each row's sums as a pass over it alone takes them
-            sizes.append(row.abs().sum())
-            roundings.append((row - row.to(ACTIVATIONS).float()).abs().sum())
+        for row in x.float().split(1):  # each row's norms as a pass over it alone takes them
+            sizes.append(row.norm())
+            roundings.append((row - row.to(ACTIVATIONS).float()).norm())
         size, rounding = torch.stack(sizes)[:, None], torch.stack(roundings)[:, None]  # [m, 1]
         spread = rounding + SUM_ROUNDING * x.shape[1] * 2 * (size + rounding)
         bound = logits.abs() * OUTPUT_ROUNDING + self.error * size + self.reach * spread

@@ -1,11 +1,11 @@
 """`--quantize auto`: float weights where they fit this machine's memory, quantized where not.
 
 Measured on the default model (README, "Quantized weights"): int8 makes a pass cheaper but moves
-about 1.7% of next-token choices away from float32's, so on a machine where float32 fits, auto
-keeps float32 and the output is the model's own. A model whose float32 weights do not fit the
-memory available now (a 7B model is 28 GB) is quantized to int8, or to int4 where int8 does not
-fit either: a quantized model that runs beats one that cannot load. On a GPU the weights stay as
-they are (quantized kernels run on a CPU only, for now).
+about 1.6% of next-token choices away from float32's (int4 0.6%), so on a machine where float32
+fits, auto keeps float32 and the output is the model's own. A model whose float32 weights do not
+fit the memory available now (a 7B model is 28 GB) is quantized to int8, or to int4 where int8 does
+not fit either: a quantized model that runs beats one that cannot load. On a GPU the weights stay
+as they are (quantized kernels run on a CPU only, for now).
 """
 
 from __future__ import annotations

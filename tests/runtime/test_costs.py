@@ -1,4 +1,5 @@
 import pytest
+import torch
 from conftest import tiny_llama
 from families import tiny_family_model
 
@@ -96,3 +97,34 @@ def test_a_table_that_recorded_no_speed_is_measured_again_on_a_cpu(tmp_path, mon
 
 def test_copy_speed_is_a_plausible_memory_speed():
     assert 1e8 < costs.copy_speed() < 1e13
+
+
+class Recorder:
+    """A runtime that records what it is asked to run."""
+
+    paths, context_limit = (), 512
+
+    def __init__(self):
+        self.prefix, self.passes = None, []
+
+    def prefill(self, ids):
+        self.prefix = list(ids)
+
+    def forward(self, ids):
+        self.passes.append(list(ids))
+        return torch.zeros(len(ids), 4)
+
+    def rollback(self, length):
+        pass
+
+
+def test_the_calibration_times_passes_that_continue_a_repeated_pattern(monkeypatch):
+    # The quantized head's work depends on how sure the model is: a copied span, not random ids.
+    monkeypatch.setattr(costs, "CONTEXT", 300)
+    runtime = Recorder()
+    costs.measure(runtime, 64)
+    prefix, period = runtime.prefix, costs.PATTERN
+    assert len(prefix) == 300 and prefix[period : 2 * period] == prefix[:period]
+    assert len(set(prefix[:period])) > period // 2  # the pattern itself is random
+    for ids in runtime.passes:  # each pass goes on where the prefix stops
+        assert ids == (prefix[:period] * 4)[300 % period : 300 % period + len(ids)]
