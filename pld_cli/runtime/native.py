@@ -13,8 +13,8 @@ Kernel choice: the linear layers of a pass run plain (`F.linear`) or padded (`W 
 to a power of two). Which one runs for a pass of q positions is what the calibration measured
 faster on this machine (`choose`, from costs.py); until then every pass runs plain. Quantized
 weights (`--quantize`, quantized.py) run their own kernel at every pass size, prefills included,
-and their verify passes attend row by row (`sdpa`), so each row is computed as a pass over one
-position computes it.
+and their decode and verify passes attend row by row (row_attention.py: pld's C kernel where it is
+built, else sdpa once per row), so each row is computed as a pass over one position computes it.
 
 On CUDA, passes replay CUDA graphs (`native_graphs.py`) over `run_fixed`, a pass whose shapes
 depend on its length only.
@@ -29,6 +29,7 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
+from pld_cli.runtime import clib
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.kernels import CACHE_PADDING, folded_mask, folded_sdpa
 from pld_cli.runtime.native_model import (
@@ -41,6 +42,7 @@ from pld_cli.runtime.native_model import (
 )
 from pld_cli.runtime.paths import PathChoice
 from pld_cli.runtime.quantized import quantization
+from pld_cli.runtime.row_attention import attend_rows, kernel_fits
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 
@@ -85,6 +87,10 @@ class NativeRuntime:
         self.values = torch.zeros_like(self.keys)
         self.cos, self.sin = rope_tables(model, self.context_limit)  # [capacity, 1, head_dim]
         self.groups = weights.heads // weights.kv_heads
+        # Decode and verify passes of quantized weights attend row by row (exactness, below):
+        # through the C kernel where it is built and takes this cache.
+        rows_by_kernel = self.quantization != "none" and kernel_fits(weights.head_dim, dtype)
+        self.row_kernel = rows_by_kernel and clib.library() is not None
         self._length = 0
         self.graphs = None  # NativeGraphs, once captured (CUDA)
 
@@ -94,8 +100,10 @@ class NativeRuntime:
 
     @property
     def name(self) -> str:
-        """native, with the quantization (native-int8: pass costs are cached per name)."""
+        """native, with the quantization and the C row attention (native-int8+c: pass costs are
+        cached per name)."""
         name = "native" if self.quantization == "none" else f"native-{self.quantization}"
+        name += "+c" if self.row_kernel else ""
         return f"{name}+cuda-graphs" if self.graphs else name
 
     def notes(self) -> list[str]:
@@ -131,7 +139,7 @@ class NativeRuntime:
         cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
         padded = self.layout.path(q) == "padded"
-        rowwise = self.quantization != "none" and keep > 1  # a verify pass, not a prefill
+        rowwise = self.quantization != "none" and keep == q  # a decode or verify pass
         at = Placement(slice(start, start + q), start + q, cos, sin, mask, padded, rowwise)
         return self.layers(x, at, keep)
 
@@ -173,31 +181,20 @@ class NativeRuntime:
         query, key = rotate(query, at.cos, at.sin), rotate(key, at.cos, at.sin)
         self.keys[i, :, at.slots] = key.transpose(0, 1)  # [kv_heads, q, d]
         self.values[i, :, at.slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
-        keys, values = self.keys[i, None, :, : at.end], self.values[i, None, :, : at.end]
-        out = self.sdpa(query.transpose(0, 1), keys, values, at)  # [heads, q, d]
+        if at.rowwise:
+            out = attend_rows(
+                query.transpose(0, 1),
+                self.keys[i],
+                self.values[i],
+                at.end,
+                w.scaling,
+                self.row_kernel,
+            )  # [heads, q, d]
+        else:
+            keys, values = self.keys[i, None, :, : at.end], self.values[i, None, :, : at.end]
+            out = folded_sdpa(query.transpose(0, 1), keys, values, at.mask, w.scaling)
         out = out.transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded, at.rowwise)
-
-    def sdpa(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, at: Placement):
-        """folded_sdpa of query [heads, q, d] over keys/values [1, kv_heads, end, d]. Row by row
-        where `at.rowwise`: each row then runs the very call a pass over one position makes, so
-        its output is bit-identical to that pass's (a batched sdpa rounds differently, and the
-        quantized kernels' bfloat16 activations would turn that into visible differences)."""
-        scaling = self.weights.scaling
-        if not at.rowwise:
-            return folded_sdpa(query, keys, values, at.mask, scaling)
-        q, first = query.shape[1], at.end - query.shape[1] + 1
-        rows = [
-            folded_sdpa(
-                query[:, i : i + 1],
-                keys[:, :, : first + i],
-                values[:, :, : first + i],
-                None,
-                scaling,
-            )  # fmt: skip
-            for i in range(q)
-        ]
-        return torch.cat(rows, 1)
 
     def causal_mask(self, q: int, start: int, dtype: torch.dtype) -> torch.Tensor | None:
         """Additive mask [groups * q, start + q]: row (g, i) sees slots up to start + i. None for

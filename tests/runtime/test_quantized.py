@@ -15,6 +15,7 @@ from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError, Unsupported
+from pld_cli.runtime import clib
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.opening import RuntimePool
 from pld_cli.runtime.quantized import quantize_model, weight_bytes
@@ -55,13 +56,19 @@ def test_quantized_pld_equals_plain(seed, draft, costs, kind):
     assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts both kept and rejected
 
 
+@pytest.mark.parametrize("row_kernel", [True, False])  # attention by pld's C kernel, or sdpa
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(kind):
+def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(
+    kind, row_kernel, monkeypatch
+):
+    if not row_kernel:
+        monkeypatch.setattr("pld_cli.runtime.clib.library", lambda: None)
     model = tiny_llama(3, max_positions=2048)
     quantize_model(model, kind)
     # Past a thousand positions a batched sdpa rounds differently from a one-row one.
     ids = torch.randint(3, 64, (1125,), generator=torch.Generator().manual_seed(0)).tolist()
     runtime = NativeRuntime(model, 1200)
+    assert runtime.row_kernel == (row_kernel and clib.library() is not None)
     runtime.prefill(ids[:1100])
     for q in (2, 7, 16, 25):
         together = runtime.forward(ids[1100 : 1100 + q]).clone()
@@ -140,7 +147,8 @@ def test_a_tied_head_is_the_quantized_embedding():
 def test_quantized_models_run_on_native_only():
     model = quantized_llama(6, "int8")
     pool = RuntimePool(model, "auto")
-    assert pool.get(64).name == "native-int8"  # a calibration of its own, by name
+    # a calibration of its own, by name (and by whether the C row attention runs)
+    assert pool.get(64).name.removesuffix("+c") == "native-int8"
     with pytest.raises(PldError, match="runs on native only"):
         RuntimePool(model, "static").get(64)
 
