@@ -26,7 +26,11 @@ from pld_cli.cache import cache_dir
 SOURCES = sorted((Path(__file__).parent / "csrc").glob("*.c"))
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-SIGNATURES = {"attend_rows": [PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR]}
+# Each kernel and its arguments; a kernel the CPU lacks instructions for is left out of the build.
+SIGNATURES = {
+    "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], None),
+    "grouped_int8_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, PTR], ctypes.c_int),
+}
 
 _why: list[str] = []
 
@@ -34,6 +38,12 @@ _why: list[str] = []
 def library() -> ctypes.CDLL | None:
     """The compiled kernels, or None (see `unavailable`)."""
     return _load()
+
+
+def kernel(name: str):
+    """One kernel of the library, or None where the library or that kernel was not built."""
+    lib = _load()
+    return getattr(lib, name) if lib is not None and hasattr(lib, name) else None
 
 
 def unavailable() -> str | None:
@@ -54,8 +64,9 @@ def _load() -> ctypes.CDLL | None:
         lib = ctypes.CDLL(str(path))
     except (OSError, subprocess.SubprocessError) as why:
         return _refuse(f"not built: {str(why).splitlines()[0] if str(why) else type(why).__name__}")
-    for name, argtypes in SIGNATURES.items():
-        getattr(lib, name).argtypes = argtypes
+    for name, (argtypes, restype) in SIGNATURES.items():
+        if hasattr(lib, name):
+            getattr(lib, name).argtypes, getattr(lib, name).restype = argtypes, restype
     return lib
 
 

@@ -90,7 +90,7 @@ class NativeRuntime:
         # Decode and verify passes of quantized weights attend row by row (exactness, below):
         # through the C kernel where it is built and takes this cache.
         rows_by_kernel = self.quantization != "none" and kernel_fits(weights.head_dim, dtype)
-        self.row_kernel = rows_by_kernel and clib.library() is not None
+        self.row_kernel = rows_by_kernel and clib.kernel("attend_rows") is not None
         self._length = 0
         self.graphs = None  # NativeGraphs, once captured (CUDA)
 

@@ -25,6 +25,8 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
+from pld_cli.runtime import grouped_int8
+from pld_cli.runtime.grouped_int8 import GroupedInt8Matrix
 from pld_cli.runtime.native_model import (
     COVERED,
     Layer,
@@ -59,11 +61,11 @@ def quantize_model(
         raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
     if {p.device.type for p in model.parameters()} - {"cpu", "meta"}:
         raise Unsupported("quantized weights run on a CPU only (for now)")
-    layer_matrix = Int8Matrix if kind == "int8" else Int4Matrix
+    matrix = layer_matrix(kind)
     layers = []
     for block in model.model.layers:
         materialize(block)
-        layers.append(quantized_layer(block_layer(block), layer_matrix))
+        layers.append(quantized_layer(block_layer(block), matrix))
         release(block)
     for module in (model.model.embed_tokens, model.model.norm, model.lm_head):
         materialize(module)
@@ -76,6 +78,14 @@ def quantize_model(
     weights = NativeWeights(embed, layers, model.model.norm.weight.data, head, **shape(model))
     mark(model, weights, kind)
     return weights
+
+
+def layer_matrix(kind: str) -> type[Matrix | GroupedInt8Matrix]:
+    """The layers' matrices: int4 in groups (torch's kernel); int8 in groups of 32 where pld's
+    VNNI kernel is built here (grouped_int8.py), else per output row (torch's kernel)."""
+    if kind == "int4":
+        return Int4Matrix
+    return GroupedInt8Matrix if grouped_int8.available() else Int8Matrix
 
 
 def mark(model: PreTrainedModel, weights: NativeWeights, kind: str) -> None:
@@ -99,7 +109,7 @@ def check_rows(weights: NativeWeights) -> None:
         matrix.rows_checked = CHECKED_ROWS if verdicts[key] else 0
 
 
-def quantized_layer(layer: Layer, matrix: type[Matrix]) -> Layer:
+def quantized_layer(layer: Layer, matrix: type[Matrix | GroupedInt8Matrix]) -> Layer:
     for name in LAYER_MATRICES:
         setattr(layer, name, matrix(getattr(layer, name)))
     return layer

@@ -14,11 +14,10 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.runtime.native_model import Layer, NativeWeights, shape
-from pld_cli.runtime.quantized import LAYER_MATRICES, mark
+from pld_cli.runtime.quantized import LAYER_MATRICES, layer_matrix, mark
 from pld_cli.runtime.quantized_head import GroupedRows, QuantizedHead
-from pld_cli.runtime.quantized_matrices import Int4Matrix, Int8Matrix
 
-FORMAT = "2"  # bumped whenever the tensors' layout changes, so an old copy is not read
+FORMAT = "3"  # bumped whenever the tensors' layout changes, so an old copy is not read
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
@@ -43,14 +42,15 @@ def restore(model: PreTrainedModel, state: dict[str, torch.Tensor], kind: str) -
     """The weights `flatten` gave, made `model`'s native weights (model on the meta device: its
     own parameters become empty CPU tensors, as quantize_model leaves them)."""
     dtype = state["norm"].dtype
-    layer_matrix = Int8Matrix if kind == "int8" else Int4Matrix
+    matrix = layer_matrix(kind)
     layers = []
     for i in range(len(model.model.layers)):
         values = {}
         for field in fields(Layer):
             name = f"layers.{i}.{field.name}"
-            matrix = layer_matrix if field.name in LAYER_MATRICES else None
-            values[field.name] = take(state, name, matrix, dtype)
+            values[field.name] = take(
+                state, name, matrix if field.name in LAYER_MATRICES else None, dtype
+            )
         layers.append(Layer(**values))
     head = take(state, "head", QuantizedHead, dtype)
     embed = take(state, "embed", QuantizedHead if head is None else GroupedRows, dtype)

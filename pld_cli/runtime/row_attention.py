@@ -35,14 +35,14 @@ def attend_rows(
     row i over slots [0, end - q + 1 + i) -> [heads, q, d]."""
     heads, q, d = query.shape
     first = end - q + 1
-    lib = clib.library() if use_kernel else None
-    if lib is None:
+    kernel = clib.kernel("attend_rows") if use_kernel else None
+    if kernel is None:
         rows = [row_sdpa(query[:, i : i + 1], keys, values, first + i, scale) for i in range(q)]
         return torch.cat(rows, 1)
     query = query.contiguous()
     out = torch.empty_like(query)
     kv_heads, slots = keys.shape[0], keys.shape[1]
-    lib.attend_rows(
+    kernel(
         query.data_ptr(), keys.data_ptr(), values.data_ptr(),
         heads, kv_heads, q, d, slots, first, scale, out.data_ptr(),
     )  # fmt: skip

@@ -26,6 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from pld_cli.cache import cache_dir
 from pld_cli.runtime.native_model import NativeWeights
+from pld_cli.runtime.quantized import layer_matrix
 from pld_cli.runtime.quantized_state import FORMAT, flatten
 from pld_cli.tasks.checkpoint import Checkpoint
 
@@ -33,7 +34,15 @@ from pld_cli.tasks.checkpoint import Checkpoint
 def copy_path(checkpoint: Checkpoint, kind: str, dtype: torch.dtype) -> Path:
     files = sorted(set(checkpoint.files.values()))
     stamps = [(name, (checkpoint.folder / name).stat()) for name in files]
-    made_from = [str(checkpoint.folder.resolve()), kind, str(dtype), FORMAT, torch.__version__]
+    layout = layer_matrix(kind).__name__  # int8's depends on the kernels built here
+    made_from = [
+        str(checkpoint.folder.resolve()),
+        kind,
+        layout,
+        str(dtype),
+        FORMAT,
+        torch.__version__,
+    ]
     made_from += [f"{name}:{stat.st_size}:{stat.st_mtime_ns}" for name, stat in stamps]
     key = hashlib.sha256("\n".join(made_from).encode()).hexdigest()[:16]
     return cache_dir() / "quantized" / f"{checkpoint.folder.name}-{kind}-{key}.safetensors"

@@ -15,10 +15,11 @@ from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError, Unsupported
-from pld_cli.runtime import clib
+from pld_cli.runtime import clib, grouped_int8
+from pld_cli.runtime.grouped_int8 import GroupedInt8Matrix
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.opening import RuntimePool
-from pld_cli.runtime.quantized import quantize_model, weight_bytes
+from pld_cli.runtime.quantized import layer_matrix, quantize_model, weight_bytes
 from pld_cli.runtime.quantized_head import GroupedRows, QuantizedHead
 from pld_cli.runtime.quantized_matrices import CHECKED_ROWS, Int4Matrix, Int8Matrix
 from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model
@@ -27,6 +28,20 @@ from pld_cli.tasks.prompts import Task
 
 KINDS = ("int8", "int4")
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]
+
+
+# Each layer matrix a quantization may take: int8 groups where pld's kernel is built, else rows.
+MATRICES = [("int8", GroupedInt8Matrix), ("int8", Int8Matrix), ("int4", Int4Matrix)]
+
+
+def use_matrix(monkeypatch, matrix) -> None:
+    if matrix is GroupedInt8Matrix and not grouped_int8.available():
+        pytest.skip(f"no C kernel: {clib.unavailable()}")
+    monkeypatch.setattr("pld_cli.runtime.quantized.layer_matrix", lambda kind: matrix)
+
+
+def model_matrix(runtime: NativeRuntime):
+    return runtime.weights.layers[0].gate_up
 
 
 def quantized_llama(seed: int, kind: str) -> torch.nn.Module:
@@ -56,19 +71,20 @@ def test_quantized_pld_equals_plain(seed, draft, costs, kind):
     assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts both kept and rejected
 
 
-@pytest.mark.parametrize("row_kernel", [True, False])  # attention by pld's C kernel, or sdpa
+@pytest.mark.parametrize("c_kernels", [True, False])  # pld's C kernels, or torch's alone
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(
-    kind, row_kernel, monkeypatch
+    kind, c_kernels, monkeypatch
 ):
-    if not row_kernel:
-        monkeypatch.setattr("pld_cli.runtime.clib.library", lambda: None)
+    if not c_kernels:
+        monkeypatch.setattr("pld_cli.runtime.clib.kernel", lambda name: None)
     model = tiny_llama(3, max_positions=2048)
     quantize_model(model, kind)
     # Past a thousand positions a batched sdpa rounds differently from a one-row one.
     ids = torch.randint(3, 64, (1125,), generator=torch.Generator().manual_seed(0)).tolist()
     runtime = NativeRuntime(model, 1200)
-    assert runtime.row_kernel == (row_kernel and clib.library() is not None)
+    assert runtime.row_kernel == (clib.kernel("attend_rows") is not None)
+    assert isinstance(model_matrix(runtime), layer_matrix(kind))
     runtime.prefill(ids[:1100])
     for q in (2, 7, 16, 25):
         together = runtime.forward(ids[1100 : 1100 + q]).clone()
@@ -87,10 +103,11 @@ def verify_against_single_passes(model, ids: list[int], start: int):
     return together, alone
 
 
-@pytest.mark.parametrize("kind,matrix", [("int8", Int8Matrix), ("int4", Int4Matrix)])
+@pytest.mark.parametrize("kind,matrix", MATRICES)
 def test_a_kernel_whose_rows_move_with_the_batch_runs_verify_passes_row_by_row(
     monkeypatch, kind, matrix
 ):
+    use_matrix(monkeypatch, matrix)
     product = matrix.product
 
     def moving(self, x):  # another path for batches, as tiles on another CPU might be
@@ -126,8 +143,9 @@ def test_quantized_logits_stay_near_float32(kind, tolerance):
     assert 0 < error <= tolerance * scale
 
 
-@pytest.mark.parametrize("kind,matrix", [("int8", Int8Matrix), ("int4", Int4Matrix)])
-def test_no_float_copy_stays_behind(kind, matrix):
+@pytest.mark.parametrize("kind,matrix", MATRICES)
+def test_no_float_copy_stays_behind(kind, matrix, monkeypatch):
+    use_matrix(monkeypatch, matrix)
     model = tiny_llama(5)
     float_bytes = sum(p.nbytes for p in model.parameters())
     weights = quantize_model(model, kind)

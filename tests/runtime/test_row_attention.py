@@ -7,7 +7,9 @@ import torch
 from pld_cli.runtime import clib
 from pld_cli.runtime.row_attention import attend_rows, row_sdpa
 
-needs_kernel = pytest.mark.skipif(clib.library() is None, reason=f"{clib.unavailable()}")
+needs_kernel = pytest.mark.skipif(
+    clib.kernel("attend_rows") is None, reason=f"no C kernel: {clib.unavailable()}"
+)
 HEADS, KV_HEADS, D, SLOTS = 9, 3, 64, 800
 
 
