@@ -8,8 +8,8 @@
    then sums (q + 128) h and (q + 128) l over its four inputs; 256 of the first plus the second,
    less 128 times the lane's sum of X, is the exact integer q . X of those four inputs (below
    2^24, so exact as a float too). Each lane is scaled by its group's weight scale times a and
-   summed in float32, with the group's offset times a times the lane's sum of X; the lanes of an
-   output are added in one fixed order at the end.
+   summed in float32, and the lanes of an output added in one fixed order at the end; to that
+   goes each group's offset times a times the group's sum of X, summed in a fixed order too.
 
    So each output of each row is computed from that row and the weights alone, in an order that
    depends on neither the number of rows nor the threads: a verify pass gives each row what a
@@ -27,8 +27,8 @@
 #define LIMIT 32639.0f /* 127 * 256 + 127: the largest |X| whose two digits fit a signed byte */
 #define AHEAD 16       /* weight rows prefetched ahead of the tile being read */
 
-/* Row x [K] as digits h, l [K]; per lane [K / 4]: the step a, -128 * the lane's sum of X (c), and
-   a * that sum (t). K is a multiple of 32; a block of 64 inputs past K is zero. */
+/* Row x [K] as digits h, l [K]; per lane [K / 4]: the step a and -128 * the lane's sum of X (c);
+   per group [K / 32]: a * the group's sum of X (t). K is a multiple of 32. */
 static void split_row(const float* x, int64_t K, int8_t* h, int8_t* l, float* a, int32_t* c,
                       float* t) {
   const __m512i ones = _mm512_set1_epi8(1);
@@ -54,8 +54,10 @@ static void split_row(const float* x, int64_t K, int8_t* h, int8_t* l, float* a,
     __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(sum_h, 8), sum_l);
     __mmask16 lanes = (__mmask16)(K - b * 64 >= 64 ? 0xFFFF : (1u << ((K - b * 64) / 4)) - 1);
     _mm512_mask_storeu_epi32(c + b * 16, lanes, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-128)));
-    __m512 step = _mm512_maskz_loadu_ps(lanes, a + b * 16);
-    _mm512_mask_storeu_ps(t + b * 16, lanes, _mm512_mul_ps(_mm512_cvtepi32_ps(sum), step));
+    for (int g = 0; g < 2 && b * 64 + g * GROUP < K; g++) {
+      __m512i group = _mm512_maskz_mov_epi32((__mmask16)(0xFF << (8 * g)), sum);
+      t[2 * b + g] = a[(b * 64 + g * GROUP) / 4] * (float)_mm512_reduce_add_epi32(group);
+    }
   }
 }
 
@@ -63,7 +65,6 @@ static void split_row(const float* x, int64_t K, int8_t* h, int8_t* l, float* a,
 static inline __attribute__((always_inline)) void tile(
     const uint8_t* w, const float* s, const float* o, int64_t K, const int8_t* h, const int8_t* l,
     const float* a, const int32_t* c, const float* t, float* y, int64_t N, int nb, int mb) {
-  const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
   const int64_t G = K / GROUP;
   __m512 acc[4][4];
   for (int i = 0; i < mb; i++)
@@ -72,31 +73,37 @@ static inline __attribute__((always_inline)) void tile(
     __mmask64 in = K - b * 64 >= 64 ? ~0ULL : (1ULL << (K - b * 64)) - 1;
     __mmask16 lanes = (__mmask16)(K - b * 64 >= 64 ? 0xFFFF : 0x00FF);
     __m512i wv[4];
-    __m512 sv[4], ov[4];
+    __m512 sv[4];
     for (int j = 0; j < nb; j++) {
       wv[j] = _mm512_maskz_loadu_epi8(in, w + j * K + b * 64);
       _mm_prefetch((const char*)(w + (j + AHEAD) * K + b * 64), _MM_HINT_T0);
-      __m512 two = _mm512_maskz_loadu_ps(lanes == 0xFFFF ? 3 : 1, s + j * G + 2 * b);
-      sv[j] = _mm512_permutexvar_ps(pair, two);
-      two = _mm512_maskz_loadu_ps(lanes == 0xFFFF ? 3 : 1, o + j * G + 2 * b);
-      ov[j] = _mm512_permutexvar_ps(pair, two);
+      /* lanes 0-7 are the block's first group, 8-15 its second (none past K) */
+      float second = lanes == 0xFFFF ? s[j * G + 2 * b + 1] : 0.0f;
+      sv[j] = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(s[j * G + 2 * b]), _mm512_set1_ps(second));
     }
     for (int i = 0; i < mb; i++) {
       __m512i hv = _mm512_maskz_loadu_epi8(in, h + i * K + b * 64);
       __m512i lv = _mm512_maskz_loadu_epi8(in, l + i * K + b * 64);
       __m512i cv = _mm512_maskz_loadu_epi32(lanes, c + i * (K / 4) + b * 16);
       __m512 av = _mm512_maskz_loadu_ps(lanes, a + i * (K / 4) + b * 16);
-      __m512 tv = _mm512_maskz_loadu_ps(lanes, t + i * (K / 4) + b * 16);
       for (int j = 0; j < nb; j++) {
         __m512i high = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[j], hv);
         __m512i exact = _mm512_add_epi32(_mm512_slli_epi32(high, 8), _mm512_dpbusd_epi32(cv, wv[j], lv));
         acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(av, sv[j]), acc[i][j]);
-        acc[i][j] = _mm512_fmadd_ps(tv, ov[j], acc[i][j]);
       }
     }
   }
+  /* The offsets' part: each group's offset times a times the group's sum of X. */
   for (int i = 0; i < mb; i++)
-    for (int j = 0; j < nb; j++) y[i * N + j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < nb; j++) {
+      __m512 part = _mm512_setzero_ps();
+      for (int64_t g = 0; g < G; g += 16) {
+        __mmask16 in = G - g >= 16 ? 0xFFFF : (__mmask16)((1u << (G - g)) - 1);
+        __m512 tv = _mm512_maskz_loadu_ps(in, t + i * G + g), ov = _mm512_maskz_loadu_ps(in, o + j * G + g);
+        part = _mm512_fmadd_ps(tv, ov, part);
+      }
+      y[i * N + j] = _mm512_reduce_add_ps(acc[i][j]) + _mm512_reduce_add_ps(part);
+    }
 }
 
 #define TILE_ARGS const uint8_t *w, const float *s, const float *o, int64_t K, const int8_t *h, \
@@ -118,11 +125,11 @@ int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* sc
   int8_t* l = malloc(M * padded);
   float* a = malloc(sizeof(float) * M * padded / 4);
   int32_t* c = malloc(sizeof(int32_t) * M * padded / 4);
-  float* t = malloc(sizeof(float) * M * padded / 4);
+  float* t = malloc(sizeof(float) * M * padded / GROUP);
   int ok = h && l && a && c && t;
   if (ok) {
     for (int64_t m = 0; m < M; m++)
-      split_row(x + m * K, K, h + m * K, l + m * K, a + m * (K / 4), c + m * (K / 4), t + m * (K / 4));
+      split_row(x + m * K, K, h + m * K, l + m * K, a + m * (K / 4), c + m * (K / 4), t + m * (K / GROUP));
 #pragma omp parallel for schedule(static)
     for (int64_t n = 0; n < N; n += 4) {
       int nb = N - n < 4 ? (int)(N - n) : 4;
@@ -133,7 +140,7 @@ int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* sc
         const int8_t *hm = h + m * K, *lm = l + m * K;
         const float* am = a + m * (K / 4);
         const int32_t* cm = c + m * (K / 4);
-        const float* tm = t + m * (K / 4);
+        const float* tm = t + m * (K / GROUP);
         float* ym = y + m * N + n;
         if (nb < 4) tile_any(w, s, o, K, hm, lm, am, cm, tm, ym, N, nb, mb);
         else if (mb == 4) tile_4x4(w, s, o, K, hm, lm, am, cm, tm, ym, N);
