@@ -1,10 +1,12 @@
-"""Weight-only quantization for the native forward: int8 per output channel, int4 in groups.
+"""Weight-only quantization for the native forward: int8 (in groups, or per output channel where
+pld's kernel is not built) and int4 in groups.
 
-The layers' matrices run torch's weight-only kernels (quantized_matrices.py), whose rows stand
-alone, so pld's output equals `--no-pld`'s by construction (attention and the norms stay float32,
-as in the float32 forward). An exact int8 x int8 product (`torch._int_mm`, activations in two int8
-limbs) agreed with float32 barely better (98.5% top-1 against 98.3%) at twice the cost of a
-one-position pass, so it is not used.
+The layers' matrices run kernels whose rows stand alone: int8 in groups through pld's VNNI kernel
+where it is built here (grouped_int8.py), else torch's weight-only kernels (quantized_matrices.py),
+so pld's output equals `--no-pld`'s by construction (attention and the norms stay float32, as in
+the float32 forward). torch's exact int8 x int8 product (`torch._int_mm`, activations in two
+int8 limbs) cost twice a one-position pass; pld's own kernel does that product in groups at the
+cost of torch's bfloat16 one.
 
 The weights are quantized once, at load, one decoder block at a time: a block's q/k/v and gate/up
 are fused (`native_model.block_layer`), each matrix quantized, and the model's own float weights

@@ -62,3 +62,12 @@ def test_a_q4_1_group_is_held_to_float_rounding():
 def test_inputs_must_come_in_groups():
     with pytest.raises(Unsupported, match="divisible by 32"):
         GroupedInt8Matrix(weights(4, 40))
+
+
+@needs_kernel
+def test_a_prefill_runs_float32_over_the_dequantized_matrix():
+    matrix = GroupedInt8Matrix(weights(50, 576, seed=4))
+    x = torch.randn(40, 576, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(matrix(x), x @ matrix.dequantized().T, rtol=1e-5, atol=1e-5)
+    alone = torch.cat([matrix.product(row) for row in x.split(1)])
+    assert torch.equal(matrix(x, alone=True), alone)  # a verify pass of 40: the kernel, by rows

@@ -158,4 +158,21 @@ int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* sc
   return ok ? 0 : -1;
 }
 
+/* out [N, K] = W in float32, for prefills, which run float32's matmul over it. */
+void grouped_int8_dequantize(const uint8_t* q, const float* scales, const float* offsets,
+                             int64_t N, int64_t K, float* out) {
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t g = 0; g < K / GROUP; g++) {
+      __m512 s = _mm512_set1_ps(scales[n * (K / GROUP) + g]);
+      __m512 o = _mm512_set1_ps(offsets[n * (K / GROUP) + g]);
+      for (int half = 0; half < 2; half++) {
+        int64_t at = n * K + g * GROUP + 16 * half;
+        __m512i u = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(q + at)));
+        __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(u, _mm512_set1_epi32(128)));
+        _mm512_storeu_ps(out + at, _mm512_fmadd_ps(v, s, o));
+      }
+    }
+}
+
 #endif
