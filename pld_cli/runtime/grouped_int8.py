@@ -46,7 +46,7 @@ class GroupedInt8Matrix(RowKernel):
         for rows in slabs(weight):
             groups = weight[rows].float().reshape(-1, inputs // GROUP, GROUP)
             values, scales, offsets = closer(symmetric(groups), spanning(groups), groups)
-            self.values[rows] = values.reshape(-1, inputs).to(torch.uint8)
+            self.values[rows] = (values + 128).reshape(-1, inputs).to(torch.uint8)
             self.group_scales[rows], self.group_offsets[rows] = scales, offsets
 
     def __call__(self, x: torch.Tensor, alone: bool = False) -> torch.Tensor:
@@ -97,13 +97,15 @@ class GroupedInt8Matrix(RowKernel):
         return weight.reshape(values.shape)
 
 
-Grid = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # bytes, scales, offsets of [n, g, GROUP]
+# Of groups [n, g, GROUP]: values q in [-128, 127] (float), scales and offsets [n, g]; a weight is
+# scale * q + offset.
+Grid = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def symmetric(groups: torch.Tensor) -> Grid:
     """Q8_0's grid: steps of the largest |w| / 127 around zero."""
     scales = groups.abs().amax(-1).clamp(min=1e-30) / 127
-    values = torch.round(groups / scales[..., None]).clamp_(-127, 127) + 128
+    values = torch.round(groups / scales[..., None]).clamp_(-127, 127)
     return values, scales, torch.zeros_like(scales)
 
 
@@ -111,7 +113,7 @@ def spanning(groups: torch.Tensor) -> Grid:
     """255 steps from the group's minimum to its maximum."""
     low, high = groups.amin(-1), groups.amax(-1)
     scales = ((high - low) / 255).clamp(min=1e-30)
-    values = torch.round((groups - low[..., None]) / scales[..., None]).clamp_(0, 255)
+    values = torch.round((groups - low[..., None]) / scales[..., None]).clamp_(0, 255) - 128
     return values, scales, low + 128 * scales
 
 
@@ -120,7 +122,7 @@ def closer(first: Grid, second: Grid, groups: torch.Tensor) -> Grid:
 
     def error(grid: Grid) -> torch.Tensor:
         values, scales, offsets = grid
-        weight = (values - 128) * scales[..., None] + offsets[..., None]
+        weight = values * scales[..., None] + offsets[..., None]
         return (weight - groups).pow(2).sum(-1)
 
     second_wins = error(second) < error(first)  # [n, g]

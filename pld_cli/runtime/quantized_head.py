@@ -20,9 +20,9 @@ from __future__ import annotations
 import torch
 
 from pld_cli.errors import Unsupported
+from pld_cli.runtime.grouped_int8 import GROUP, symmetric
 from pld_cli.runtime.quantized_matrices import ACTIVATIONS, Int8Matrix, slabs
 
-GROUP = 32  # inputs per scale of the grouped rows (Q8_0's layout)
 # The bounds' rounding terms, each above what it bounds: a bfloat16 output is within 2^-8 of its
 # value, a float32 sum of k products within k * 2^-24 of the sum of their sizes (at most the
 # product of the two vectors' norms), and the bounds' own float32 arithmetic within a part in 2^8.
@@ -42,10 +42,8 @@ class GroupedRows:
         self.group_scales = torch.empty(out, inputs // GROUP, device=weight.device)
         for rows in slabs(weight):
             groups = weight[rows].float().reshape(-1, inputs // GROUP, GROUP)
-            scales = groups.abs().amax(-1).clamp(min=1e-30) / 127
-            values = torch.round(groups / scales[..., None]).clamp_(-127, 127)
+            values, self.group_scales[rows], _ = symmetric(groups)
             self.group_values[rows] = values.reshape(-1, inputs).to(torch.int8)
-            self.group_scales[rows] = scales
         self.device, self.dtype = weight.device, weight.dtype
 
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
