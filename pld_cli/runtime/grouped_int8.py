@@ -87,7 +87,7 @@ class GroupedInt8Matrix(RowKernel):
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + self.group_scales.nbytes
+        return self.values.nbytes + self.group_scales.nbytes + self.group_offsets.nbytes
 
     def dequantized(self, rows: slice = slice(None)) -> torch.Tensor:
         """Rows of the matrix in float32 [n, in]."""
