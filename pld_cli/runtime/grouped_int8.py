@@ -16,6 +16,8 @@ instruction takes: a weight is scale * (u - 128) + offset.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 
@@ -37,16 +39,14 @@ class GroupedInt8Matrix(RowKernel):
     is scale * (u - 128) + offset."""
 
     def __init__(self, weight: torch.Tensor) -> None:
-        out, inputs = weight.shape
-        if inputs % GROUP:
-            raise Unsupported(f"int8 groups need input sizes divisible by {GROUP}, not {inputs}")
         self.values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
-        self.group_scales = torch.empty(out, inputs // GROUP, device=weight.device)
+        self.group_scales = torch.empty(
+            weight.shape[0], weight.shape[1] // GROUP, device=weight.device
+        )
         self.group_offsets = torch.empty_like(self.group_scales)
-        for rows in slabs(weight):
-            groups = weight[rows].float().reshape(-1, inputs // GROUP, GROUP)
+        for rows, groups in grouped_slabs(weight, "int8 groups"):
             values, scales, offsets = closer(symmetric(groups), spanning(groups), groups)
-            self.values[rows] = (values + 128).reshape(-1, inputs).to(torch.uint8)
+            self.values[rows] = (values + 128).flatten(1).to(torch.uint8)
             self.group_scales[rows], self.group_offsets[rows] = scales, offsets
 
     def __call__(self, x: torch.Tensor, alone: bool = False) -> torch.Tensor:
@@ -95,6 +95,16 @@ class GroupedInt8Matrix(RowKernel):
         groups = (values.float() - 128).reshape(values.shape[0], -1, GROUP)
         weight = groups * self.group_scales[rows, :, None] + self.group_offsets[rows, :, None]
         return weight.reshape(values.shape)
+
+
+def grouped_slabs(weight: torch.Tensor, what: str) -> Iterator[tuple[slice, torch.Tensor]]:
+    """A matrix [out, in] a slab of rows at a time, each as float32 groups [n, in / GROUP, GROUP];
+    Unsupported (naming `what`) where the inputs do not come in whole groups."""
+    inputs = weight.shape[1]
+    if inputs % GROUP:
+        raise Unsupported(f"{what} need input sizes divisible by {GROUP}, not {inputs}")
+    for rows in slabs(weight):
+        yield rows, weight[rows].float().reshape(-1, inputs // GROUP, GROUP)
 
 
 # Of groups [n, g, GROUP]: values q in [-128, 127] (float), scales and offsets [n, g]; a weight is

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from pld_cli.errors import Unsupported
-from pld_cli.runtime.grouped_int8 import GROUP, symmetric
+from pld_cli.runtime.grouped_int8 import GROUP, grouped_slabs, symmetric
 from pld_cli.runtime.quantized_matrices import ACTIVATIONS, Int8Matrix, slabs
 
 # The bounds' rounding terms, each above what it bounds: a bfloat16 output is within 2^-8 of its
@@ -35,15 +34,13 @@ class GroupedRows:
     """An [out, in] matrix as int8 values with a float32 scale per GROUP inputs (symmetric)."""
 
     def __init__(self, weight: torch.Tensor) -> None:
-        out, inputs = weight.shape
-        if inputs % GROUP:
-            raise Unsupported(f"quantized embeddings need input sizes divisible by {GROUP}")
         self.group_values = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
-        self.group_scales = torch.empty(out, inputs // GROUP, device=weight.device)
-        for rows in slabs(weight):
-            groups = weight[rows].float().reshape(-1, inputs // GROUP, GROUP)
+        self.group_scales = torch.empty(
+            weight.shape[0], weight.shape[1] // GROUP, device=weight.device
+        )
+        for rows, groups in grouped_slabs(weight, "quantized embeddings"):
             values, self.group_scales[rows], _ = symmetric(groups)
-            self.group_values[rows] = values.reshape(-1, inputs).to(torch.int8)
+            self.group_values[rows] = values.flatten(1).to(torch.int8)
         self.device, self.dtype = weight.device, weight.dtype
 
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
