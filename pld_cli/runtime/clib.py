@@ -24,6 +24,7 @@ import torch  # noqa: F401  (loads torch's libgomp first, which the library then
 from pld_cli.cache import cache_dir
 
 SOURCES = sorted((Path(__file__).parent / "csrc").glob("*.c"))
+HEADERS = sorted((Path(__file__).parent / "csrc").glob("*.h"))  # included by the sources
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 # Each kernel and its arguments; a kernel the CPU lacks instructions for is left out of the build.
@@ -31,6 +32,7 @@ SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], None),
     "grouped_int8_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, PTR], ctypes.c_int),
     "grouped_int8_dequantize": ([PTR, PTR, PTR, INT, INT, PTR], None),
+    "decode_rows": ([PTR, PTR, INT, INT], ctypes.c_int),
 }
 
 _why: list[str] = []
@@ -80,7 +82,11 @@ def _built(compiler: str) -> Path:
     """The library for these sources on this compiler and CPU, compiled once."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30)
     key = hashlib.sha256()
-    for part in [*(s.read_bytes() for s in SOURCES), version.stdout.encode(), _cpu_flags()]:
+    for part in [
+        *(s.read_bytes() for s in SOURCES + HEADERS),
+        version.stdout.encode(),
+        _cpu_flags(),
+    ]:
         key.update(part)
     path = cache_dir() / "kernels" / f"pld-kernels-{key.hexdigest()[:16]}.so"
     if not path.exists():

@@ -37,8 +37,9 @@ SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes me
 # How pld's runtimes compute a pass, in the cache key: raised when a change to them makes cached
 # costs and path choices wrong (2: a one-row padded linear layer runs two rows, kernels.py; 3: the
 # quantized head recomputes the logits near the top one, and passes run over a repeated pattern;
-# 4: quantized decode and verify passes attend through the C row kernel, row_attention.py).
-KERNEL_REVISION = 4
+# 4: quantized decode and verify passes attend through the C row kernel, row_attention.py;
+# 5: they run all their layers in one C call, c_decoder.py, and the int8 head in groups).
+KERNEL_REVISION = 5
 # The calibration's tokens: a random pattern of this many, repeated. A pass's cost depends on its
 # logits at one point, the quantized head's (quantized_head.py), which recomputes every logit near
 # the top one: about one per position over text or copied spans, hundreds over random tokens

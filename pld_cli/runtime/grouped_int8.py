@@ -11,7 +11,7 @@ held to float32 rounding). The kernel's inputs keep 16 bits per group.
 
 The kernel computes each row apart in a fixed order, so its rows stand alone by construction (and
 `check_rows` still tests that at load). Values are kept as unsigned bytes u, the form the
-instruction takes: a weight is scale * (u - 128) + offset.
+instruction takes: a weight is scale * u + offset.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pld_cli.runtime import clib
 from pld_cli.runtime.quantized_matrices import CHECKED_ROWS, RowKernel, slabs
 
 GROUP = 32
+BLOCK = 16  # outputs the kernel computes at once: its layout (csrc/grouped_int8.c)
 KERNEL, DEQUANTIZE = "grouped_int8_mm", "grouped_int8_dequantize"
 
 
@@ -36,18 +37,25 @@ def available() -> bool:
 
 class GroupedInt8Matrix(RowKernel):
     """An [out, in] matrix as bytes u with a float32 scale and offset per GROUP inputs: a weight
-    is scale * (u - 128) + offset."""
+    is scale * u + offset. Kept as the kernel reads it: outputs in blocks of BLOCK (the last
+    padded), each block's bytes [in / 4, BLOCK, 4] (four inputs of every output in one 64-byte
+    load), scales and offsets [blocks, in / GROUP, BLOCK]."""
 
     def __init__(self, weight: torch.Tensor) -> None:
-        self.values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
-        self.group_scales = torch.empty(
-            weight.shape[0], weight.shape[1] // GROUP, device=weight.device
-        )
-        self.group_offsets = torch.empty_like(self.group_scales)
+        outputs, inputs = weight.shape
+        values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
+        scales = torch.empty(outputs, inputs // GROUP, device=weight.device)
+        offsets = torch.empty_like(scales)
         for rows, groups in grouped_slabs(weight, "int8 groups"):
-            values, scales, offsets = closer(symmetric(groups), spanning(groups), groups)
-            self.values[rows] = (values + 128).flatten(1).to(torch.uint8)
-            self.group_scales[rows], self.group_offsets[rows] = scales, offsets
+            q, scales[rows], offset = closer(symmetric(groups), spanning(groups), groups)
+            values[rows] = (q + 128).flatten(1).to(torch.uint8)
+            offsets[rows] = offset - 128 * scales[rows]  # of u = q + 128, not of q
+        blocks = -(-outputs // BLOCK)
+        self.size = torch.tensor([outputs, inputs])
+        self.values = blocked(values, blocks).unflatten(2, (-1, 4)).transpose(1, 2).contiguous()
+        self.group_scales = blocked(scales, blocks).transpose(1, 2).contiguous()
+        self.group_offsets = blocked(offsets, blocks).transpose(1, 2).contiguous()
+        self.device, self.dtype = weight.device, weight.dtype  # what embedding rows come back as
 
     def __call__(self, x: torch.Tensor, alone: bool = False) -> torch.Tensor:
         """x [m, in] @ W.T -> [m, out]. Decode and verify passes (`alone`) and passes of a few
@@ -59,10 +67,10 @@ class GroupedInt8Matrix(RowKernel):
         verify passes need the rows of a pass to stand alone."""
         if alone or x.shape[0] <= CHECKED_ROWS:
             return super().__call__(x, alone)
-        weight = torch.empty(self.values.shape, dtype=torch.float32)
+        weight = torch.empty(self.shape, dtype=torch.float32)
         clib.kernel(DEQUANTIZE)(
             self.values.data_ptr(), self.group_scales.data_ptr(), self.group_offsets.data_ptr(),
-            self.values.shape[0], self.values.shape[1], weight.data_ptr(),
+            *self.shape, weight.data_ptr(),
         )  # fmt: skip
         return F.linear(x, weight.to(x.dtype))
 
@@ -71,11 +79,10 @@ class GroupedInt8Matrix(RowKernel):
         if kernel is None:
             raise Unsupported(f"int8 groups need pld's C kernel: {clib.unavailable()}")
         rows = x.to(torch.float32).contiguous()
-        out = torch.empty(rows.shape[0], self.values.shape[0], dtype=torch.float32)
+        out = torch.empty(rows.shape[0], self.shape[0], dtype=torch.float32)
         code = kernel(
             rows.data_ptr(), rows.shape[0], self.values.data_ptr(), self.group_scales.data_ptr(),
-            self.group_offsets.data_ptr(), self.values.shape[0], self.values.shape[1],
-            out.data_ptr(),
+            self.group_offsets.data_ptr(), *self.shape, out.data_ptr(),
         )  # fmt: skip
         if code != 0:
             raise MemoryError("int8 kernel: no memory for its input")
@@ -83,18 +90,31 @@ class GroupedInt8Matrix(RowKernel):
 
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.values.shape)
+        return tuple(self.size.tolist())
 
     @property
     def nbytes(self) -> int:
         return self.values.nbytes + self.group_scales.nbytes + self.group_offsets.nbytes
 
-    def dequantized(self, rows: slice = slice(None)) -> torch.Tensor:
-        """Rows of the matrix in float32 [n, in]."""
-        values = self.values[rows]
-        groups = (values.float() - 128).reshape(values.shape[0], -1, GROUP)
-        weight = groups * self.group_scales[rows, :, None] + self.group_offsets[rows, :, None]
-        return weight.reshape(values.shape)
+    def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
+        """Rows of the matrix in its source's dtype [n, in]: the embedding lookup of a tied head."""
+        return self.dequantized(rows).to(self.dtype)
+
+    def dequantized(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:
+        """Rows of the matrix in float32 [*rows' shape, in]."""
+        rows = torch.arange(self.shape[0])[rows]
+        block, lane = rows.flatten() // BLOCK, rows.flatten() % BLOCK
+        values = self.values[block, :, lane].flatten(1).float()  # [n, in]
+        scales, offsets = self.group_scales[block, :, lane], self.group_offsets[block, :, lane]
+        groups = values.unflatten(1, (-1, GROUP)) * scales[..., None] + offsets[..., None]
+        return groups.reshape(*rows.shape, -1)
+
+
+def blocked(rows: torch.Tensor, blocks: int) -> torch.Tensor:
+    """[out, n] as [blocks, BLOCK, n], the last block padded with zeros."""
+    padded = rows.new_zeros(blocks * BLOCK, rows.shape[1])
+    padded[: rows.shape[0]] = rows
+    return padded.unflatten(0, (blocks, BLOCK))
 
 
 def grouped_slabs(weight: torch.Tensor, what: str) -> Iterator[tuple[slice, torch.Tensor]]:

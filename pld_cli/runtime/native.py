@@ -29,7 +29,8 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
-from pld_cli.runtime import clib
+from pld_cli.runtime import c_decoder, clib
+from pld_cli.runtime.c_decoder import CDecoder
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.kernels import CACHE_PADDING, folded_mask, folded_sdpa
 from pld_cli.runtime.native_model import (
@@ -91,6 +92,11 @@ class NativeRuntime:
         # through the C kernel where it is built and takes this cache.
         rows_by_kernel = self.quantization != "none" and kernel_fits(weights.head_dim, dtype)
         self.row_kernel = rows_by_kernel and clib.kernel("attend_rows") is not None
+        # ... and, with int8 in groups, run all their layers in one C call (c_decoder.py).
+        fused = self.device.type == "cpu" and c_decoder.fits(weights, dtype)
+        self.decoder = (
+            CDecoder(weights, self.keys, self.values, self.cos, self.sin) if fused else None
+        )
         self._length = 0
         self.graphs = None  # NativeGraphs, once captured (CUDA)
 
@@ -159,6 +165,16 @@ class NativeRuntime:
 
     def layers(self, x: torch.Tensor, at: Placement, keep: int) -> torch.Tensor:
         """The decoder over x [q, hidden] placed `at`: logits [keep, vocab] of the last rows."""
+        w = self.weights
+        if at.rowwise and self.decoder is not None:
+            x = self.decoder(x, at.end - x.shape[0]).to(x.dtype)
+        else:
+            x = self.blocks(x, at)
+        x = rms_norm(x[-keep:], w.norm, w.eps)
+        return linear(x, w.head, None, at.padded, at.rowwise)  # [keep, vocab]
+
+    def blocks(self, x: torch.Tensor, at: Placement) -> torch.Tensor:
+        """x [q, hidden] through every decoder layer, in torch."""
         w, padded, alone = self.weights, at.padded, at.rowwise
         for i, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attention_norm, w.eps)
@@ -167,8 +183,7 @@ class NativeRuntime:
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias, padded, alone)
             gate, up = gate_up.chunk(2, -1)
             x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded, alone)
-        x = rms_norm(x[-keep:], w.norm, w.eps)
-        return linear(x, w.head, None, padded, alone)  # [keep, vocab]
+        return x
 
     def attention(self, i: int, layer: Layer, h: torch.Tensor, at: Placement) -> torch.Tensor:
         """Layer i's attention output [q, hidden] for its normed input h [q, hidden]."""

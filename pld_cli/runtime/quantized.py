@@ -73,7 +73,7 @@ def quantize_model(
         materialize(module)
     check_covered(model)
     tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-    head = QuantizedHead(model.lm_head.weight.data)
+    head = head_matrix()(model.lm_head.weight.data)
     embed = head if tied else GroupedRows(model.model.embed_tokens.weight.data)
     release(model.model.embed_tokens)
     release(model.lm_head)
@@ -88,6 +88,13 @@ def layer_matrix(kind: str) -> type[Matrix | GroupedInt8Matrix]:
     if kind == "int4":
         return Int4Matrix
     return GroupedInt8Matrix if grouped_int8.available() else Int8Matrix
+
+
+def head_matrix() -> type[QuantizedHead | GroupedInt8Matrix]:
+    """The head (and a tied embedding): int8 in groups through pld's kernel where it is built
+    here, its rows standing alone like the layers'; else torch's int8 kernel with the exact
+    argmax (quantized_head.py), whose bfloat16 logits alone would move the top token."""
+    return GroupedInt8Matrix if grouped_int8.available() else QuantizedHead
 
 
 def mark(model: PreTrainedModel, weights: NativeWeights, kind: str) -> None:

@@ -14,10 +14,10 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.runtime.native_model import Layer, NativeWeights, shape
-from pld_cli.runtime.quantized import LAYER_MATRICES, layer_matrix, mark
-from pld_cli.runtime.quantized_head import GroupedRows, QuantizedHead
+from pld_cli.runtime.quantized import LAYER_MATRICES, head_matrix, layer_matrix, mark
+from pld_cli.runtime.quantized_head import GroupedRows
 
-FORMAT = "3"  # bumped whenever the tensors' layout changes, so an old copy is not read
+FORMAT = "4"  # bumped whenever the tensors' layout changes, so an old copy is not read
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
@@ -52,8 +52,8 @@ def restore(model: PreTrainedModel, state: dict[str, torch.Tensor], kind: str) -
                 state, name, matrix if field.name in LAYER_MATRICES else None, dtype
             )
         layers.append(Layer(**values))
-    head = take(state, "head", QuantizedHead, dtype)
-    embed = take(state, "embed", QuantizedHead if head is None else GroupedRows, dtype)
+    head = take(state, "head", head_matrix(), dtype)
+    embed = take(state, "embed", head_matrix() if head is None else GroupedRows, dtype)
     head = head or embed
     for module in model.modules():
         for name, parameter in list(module.named_parameters(recurse=False)):

@@ -26,7 +26,7 @@ from safetensors.torch import load_file, save_file
 
 from pld_cli.cache import cache_dir
 from pld_cli.runtime.native_model import NativeWeights
-from pld_cli.runtime.quantized import layer_matrix
+from pld_cli.runtime.quantized import head_matrix, layer_matrix
 from pld_cli.runtime.quantized_state import FORMAT, flatten
 from pld_cli.tasks.checkpoint import Checkpoint
 
@@ -34,7 +34,8 @@ from pld_cli.tasks.checkpoint import Checkpoint
 def copy_path(checkpoint: Checkpoint, kind: str, dtype: torch.dtype) -> Path:
     files = sorted(set(checkpoint.files.values()))
     stamps = [(name, (checkpoint.folder / name).stat()) for name in files]
-    layout = layer_matrix(kind).__name__  # int8's depends on the kernels built here
+    # The layers' and head's layouts depend on the kernels built here.
+    layout = f"{layer_matrix(kind).__name__}+{head_matrix().__name__}"
     made_from = [
         str(checkpoint.folder.resolve()),
         kind,

@@ -43,7 +43,16 @@ def test_a_q8_0_group_is_held_exactly():
     weight[1, 0] = -127 * 2.0**-7
     matrix = GroupedInt8Matrix(weight)
     assert torch.equal(matrix.dequantized(), weight)
-    assert torch.equal(matrix.group_offsets, torch.zeros(2, 1))
+    scales, offsets = matrix.group_scales[0, 0, :2], matrix.group_offsets[0, 0, :2]
+    assert torch.equal(offsets, -128 * scales)  # the symmetric grid: q = u - 128, no offset
+
+
+def test_rows_come_back_by_index_as_the_embedding_takes_them():
+    weight = weights(37, 64, seed=6)  # 37 outputs: the last block of 16 padded
+    matrix, ids = GroupedInt8Matrix(weight), torch.tensor([[36, 0], [17, 17]])
+    assert matrix.shape == (37, 64)
+    assert torch.equal(matrix[ids], matrix.dequantized()[ids])
+    assert (matrix[ids] - weight[ids]).abs().max() < 0.01 * weight.abs().max()
 
 
 def test_a_q4_1_group_is_held_to_float_rounding():

@@ -19,8 +19,8 @@ from pld_cli.runtime import clib, grouped_int8
 from pld_cli.runtime.grouped_int8 import GroupedInt8Matrix
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.runtime.opening import RuntimePool
-from pld_cli.runtime.quantized import layer_matrix, quantize_model, weight_bytes
-from pld_cli.runtime.quantized_head import GroupedRows, QuantizedHead
+from pld_cli.runtime.quantized import head_matrix, layer_matrix, quantize_model, weight_bytes
+from pld_cli.runtime.quantized_head import GroupedRows
 from pld_cli.runtime.quantized_matrices import CHECKED_ROWS, Int4Matrix, Int8Matrix
 from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model
 from pld_cli.tasks.pipeline import run_task
@@ -84,6 +84,9 @@ def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(
     ids = torch.randint(3, 64, (1125,), generator=torch.Generator().manual_seed(0)).tolist()
     runtime = NativeRuntime(model, 1200)
     assert runtime.row_kernel == (clib.kernel("attend_rows") is not None)
+    assert (runtime.decoder is not None) == (
+        kind == "int8" and clib.kernel("decode_rows") is not None
+    )
     assert isinstance(model_matrix(runtime), layer_matrix(kind))
     runtime.prefill(ids[:1100])
     for q in (2, 7, 16, 25):
@@ -152,7 +155,7 @@ def test_no_float_copy_stays_behind(kind, matrix, monkeypatch):
     left = sum(p.nbytes for p in model.parameters())  # norms only: every matrix is freed
     assert left < 0.01 * float_bytes
     assert all(isinstance(layer.gate_up, matrix) for layer in weights.layers)
-    assert isinstance(weights.head, QuantizedHead) and isinstance(weights.embed, GroupedRows)
+    assert isinstance(weights.head, head_matrix()) and isinstance(weights.embed, GroupedRows)
     assert weight_bytes(weights) < 0.3 * float_bytes
 
 
