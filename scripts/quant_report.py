@@ -2,14 +2,14 @@
 
 One process loads the default model as float32, bfloat16, int8 and int4 and times passes of q
 positions on each native runtime, side by side round after round (so machine noise falls on all
-alike), beside the floor (its weights' bytes at the measured copy bandwidth), and a prefill of
+alike), beside the floor (its weights' bytes at the measured read bandwidth), and a prefill of
 --prefill rows. Quality: float32 greedy outputs of the first --items items of each
 sample corpus (pld's output, equal to greedy), teacher-forced through each quantized model: top-1
 agreement with float32 and the mean KL(float32 || quantized) of the next-token distribution; and
 how many of the quantized models' own greedy outputs equal float32's. Memory: each quantization
 loaded and decoded in a fresh process (peak RSS, and RSS after loading). Last, a 7B-shaped random
 Llama, built on the meta device and quantized block by block (float32 never materializes whole):
-t(1), t(8) and the floor of reading its weights once at the measured copy bandwidth (as in
+t(1), t(8) and the floor of reading its weights once at the measured read bandwidth (as in
 the pass table's floor column), each quantization in a fresh process.
 
     python scripts/quant_report.py [--items 10] [--rounds 7] [--kinds int8,int4] [--skip-big]
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from pass_table import SIZES, copy_bandwidth, timed
+from pass_table import SIZES, read_bandwidth, timed
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from pld_cli.bench.corpus import load_corpora
@@ -171,7 +171,7 @@ def big_model(kind: str, context: int, rounds: int) -> None:
         for q in times:
             times[q].append(timed(lambda n=q: runtime.forward(list(range(n))).argmax(-1).tolist()))
             runtime.rollback(context)
-    floor = weight_bytes(weights) / copy_bandwidth()
+    floor = weight_bytes(weights) / read_bandwidth()
     result = {f"t{q}": statistics.median(times[q][1:]) for q in times}
     result.update(floor=floor, weights=weight_bytes(weights), peak=rss_mb()[1] * 2**20)
     print(json.dumps(result))
@@ -224,7 +224,7 @@ def main() -> None:
     runtimes["bfloat16"] = NativeRuntime(bf16.model, args.context + 64)
     padded = runtimes["float32, padded"] = NativeRuntime(loaded["none"].model, args.context + 64)
     padded.choose({q: "padded" for q in SIZES})
-    pass_costs(runtimes, vocab, args.context, args.rounds, copy_bandwidth())
+    pass_costs(runtimes, vocab, args.context, args.rounds, read_bandwidth())
     prefill_table(runtimes, vocab, args.prefill, 3)
     if args.passes_only:
         return

@@ -31,7 +31,6 @@ PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], None),
     "grouped_int8_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, PTR], ctypes.c_int),
-    "grouped_int8_dequantize": ([PTR, PTR, PTR, INT, INT, PTR], None),
     "decode_rows": ([PTR, PTR, INT, INT], ctypes.c_int),
 }
 

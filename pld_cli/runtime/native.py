@@ -15,6 +15,8 @@ faster on this machine (`choose`, from costs.py); until then every pass runs pla
 weights (`--quantize`, quantized.py) run their own kernel at every pass size, prefills included,
 and their decode and verify passes attend row by row (row_attention.py: pld's C kernel where it is
 built, else sdpa once per row), so each row is computed as a pass over one position computes it.
+With int8 in groups and pld's C library, those passes run all layers in one C call
+(c_decoder.py).
 
 On CUDA, passes replay CUDA graphs (`native_graphs.py`) over `run_fixed`, a pass whose shapes
 depend on its length only.

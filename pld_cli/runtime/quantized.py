@@ -12,9 +12,10 @@ The weights are quantized once, at load, one decoder block at a time: a block's 
 are fused (`native_model.block_layer`), each matrix quantized, and the model's own float weights
 of the block freed, so float32 never lives beside the quantized copy (a model too large for memory
 in float32 can be built block by block: `materialize`). The embedding and lm_head, at either
-width, are int8 in groups of 32 with an exact-argmax head (quantized_head.py): the head's
-bfloat16 logits had cost more agreement with float32 than the layers' 4-bit groups did. The model
-is then the native runtime's only: transformers' forward has no weights left to run.
+width, are int8 in groups of 32: through pld's kernel where it is built (float32 logits, rows
+standing alone), else torch's int8 kernel with an exact argmax (quantized_head.py), since its
+bfloat16 logits alone had cost more agreement with float32 than the layers' 4-bit groups did. The
+model is then the native runtime's only: transformers' forward has no weights left to run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The quantized head and embedding: exact rows in groups of 32, and an exact argmax.
+"""The quantized head and embedding where pld's C kernel is not built (quantized.head_matrix):
+exact rows in groups of 32, and an exact argmax over torch's int8 kernel.
 
 An int8 kernel gives bfloat16 logits, and rounding a logit to 8 significant bits flips the top
 token wherever two logits are that close: with the default model's layers in float32, an int8

@@ -10,7 +10,10 @@ then renamed; a cache that cannot be written only costs the next run the quantiz
 safetensors maps the file, and a tensor read from it sits at its offset in the file, aligned to
 its element size only. torch's int8 kernel crashes on such weights (measured: a segmentation fault
 from 4 rows on at 8 bytes past a 64-byte boundary, none at 0), so each tensor that is not on a
-64-byte boundary is copied onto one.
+64-byte boundary is copied onto one. The copy is written with its data starting on such a
+boundary (the header padded through its metadata), so the tensors whose sizes are multiples of 64
+bytes, nearly all, are read in place: copied, the default model's int8 copy cost 125 MB more RSS
+after loading (the mapped pages read, and the copies).
 """
 
 from __future__ import annotations
@@ -67,13 +70,24 @@ def aligned(tensor: torch.Tensor) -> torch.Tensor:
     return tensor if tensor.data_ptr() % ALIGNMENT == 0 else tensor.clone()
 
 
+def save_aligned(tensors: dict[str, torch.Tensor], path: str) -> None:
+    """A safetensors file whose data starts on an ALIGNMENT boundary: written once to learn its
+    header's length, then again with the metadata padded to the boundary."""
+    save_file(tensors, path, metadata={"pad": ""})
+    with open(path, "rb") as file:
+        header = file.read(int.from_bytes(file.read(8), "little")).rstrip(b" ")
+    padding = (-8 - len(header)) % ALIGNMENT  # 8: the header's length field
+    if padding:
+        save_file(tensors, path, metadata={"pad": " " * padding})
+
+
 def save_copy(path: Path, weights: NativeWeights) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, staging = tempfile.mkstemp(dir=path.parent, prefix=".quantized-")
         os.close(handle)
         try:
-            save_file({k: v.contiguous() for k, v in flatten(weights).items()}, staging)
+            save_aligned({k: v.contiguous() for k, v in flatten(weights).items()}, staging)
             os.replace(staging, path)
         finally:
             Path(staging).unlink(missing_ok=True)

@@ -11,7 +11,7 @@ import pld_cli.tasks.models as models
 from pld_cli.runtime.native import NativeRuntime
 from pld_cli.tasks.checkpoint import Checkpoint
 from pld_cli.tasks.models import ModelSpec, load_model
-from pld_cli.tasks.quantized_copy import copy_path, load_copy
+from pld_cli.tasks.quantized_copy import copy_path, load_copy, save_aligned
 
 IDS = list(range(3, 40))
 
@@ -81,3 +81,11 @@ def test_every_tensor_read_back_starts_on_a_64_byte_boundary(tmp_path):
     loaded = load_copy(path)
     assert all(t.data_ptr() % 64 == 0 for t in loaded.values())
     assert all(torch.equal(loaded[name], state[name]) for name in state)
+
+
+@pytest.mark.parametrize("size", range(1, 9))  # header lengths differ with the names' lengths
+def test_a_copy_is_written_so_its_tensors_are_read_in_place(tmp_path, size):
+    state = {"n" * size: torch.ones(16), "values": torch.ones(64, dtype=torch.uint8)}
+    path = tmp_path / "copy.safetensors"
+    save_aligned(state, str(path))
+    assert all(t.data_ptr() % 64 == 0 for t in load_file(path).values())  # no copy needed

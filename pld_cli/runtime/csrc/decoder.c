@@ -9,7 +9,7 @@
    Every step computes each row from that row alone in a fixed order (the products and attention
    by construction, the norms and element-wise steps one row at a time), so a row of a verify
    pass gets the bits a pass over that row alone gives it: pld's output equals --no-pld's.
-   Prefills stay on torch's float32 matmuls; they are the same for both. */
+   Prefills run the torch forward over the same kernel; they are the same for both. */
 
 #if !defined(__AVX512F__)
 #error "needs AVX-512"

@@ -5,7 +5,9 @@
    Layout: outputs in blocks of 16, each block's bytes as [inputs / 4][16 outputs][4 inputs], so
    one 64-byte load holds four consecutive inputs of 16 outputs, and vpdpbusd (unsigned bytes by
    signed bytes, four products summed per 32-bit lane) against four inputs broadcast adds them
-   into 16 outputs at once. Scales and offsets are [blocks][inputs / 32][16 outputs].
+   into 16 outputs at once. Scales and offsets are [blocks][inputs / 32][16 outputs]. The last
+   block holds the N % 16 outputs left, if any, in the same order with that width (so the arrays
+   are [N, K] and [N, K / 32] in size, nothing padded).
 
    Each input row is split, per group of 32, into X = x / a rounded, |X| <= 32639, and X into two
    signed base-256 digits h and l (X = 256 h + l). Over a group, eight loads and sixteen vpdpbusd
@@ -53,29 +55,30 @@ static void split_row(const float* x, int64_t K, int8_t* h, int8_t* l, float* a,
   }
 }
 
-/* One block of 16 outputs for rows [mb] (up to ROWS) of the split input; `lanes` of the 16 are
-   real outputs (the last block of a matrix may hold fewer). */
+/* One block of `width` outputs (16, or fewer in the last block; `lanes` masks them) for rows
+   [mb] (up to ROWS) of the split input. */
 static inline __attribute__((always_inline)) void tile(
     const uint8_t* w, const float* s, const float* o, int64_t K, const int8_t* h, const int8_t* l,
     const float* a, const float* t, float* y, int64_t N, __mmask16 lanes, int mb) {
-  const int64_t G = K / GROUP;
+  const int64_t G = K / GROUP, width = __builtin_popcount(lanes);
   __m512 acc[ROWS];
   for (int i = 0; i < mb; i++) acc[i] = _mm512_setzero_ps();
   for (int64_t g = 0; g < G; g++) {
     __m512i high[ROWS], low[ROWS];
     for (int i = 0; i < mb; i++) high[i] = low[i] = _mm512_setzero_si512();
-    const uint8_t* wg = w + g * GROUP * BLOCK;
+    const uint8_t* wg = w + g * GROUP * width;
     for (int line = 0; line < GROUP * BLOCK / 64; line++)
-      _mm_prefetch((const char*)(wg + AHEAD * GROUP * BLOCK + 64 * line), _MM_HINT_T0);
+      _mm_prefetch((const char*)(wg + AHEAD * GROUP * width + 64 * line), _MM_HINT_T0);
     for (int k = 0; k < GROUP / 4; k++) {
-      __m512i wv = _mm512_loadu_si512(wg + k * 64);
+      __m512i wv = _mm512_maskz_loadu_epi32(lanes, wg + k * 4 * width);
       for (int i = 0; i < mb; i++) {
         const int8_t *hi = h + i * K + g * GROUP + 4 * k, *lo = l + i * K + g * GROUP + 4 * k;
         high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(*(const int32_t*)hi));
         low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(*(const int32_t*)lo));
       }
     }
-    __m512 sv = _mm512_loadu_ps(s + g * BLOCK), ov = _mm512_loadu_ps(o + g * BLOCK);
+    __m512 sv = _mm512_maskz_loadu_ps(lanes, s + g * width);
+    __m512 ov = _mm512_maskz_loadu_ps(lanes, o + g * width);
     for (int i = 0; i < mb; i++) {
       __m512i exact = _mm512_add_epi32(_mm512_slli_epi32(high[i], 8), low[i]);
       __m512 scale = _mm512_mul_ps(sv, _mm512_set1_ps(a[i * G + g]));
@@ -130,31 +133,6 @@ int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* sc
   free(a);
   free(t);
   return ok ? 0 : -1;
-}
-
-/* out [N, K] = W in float32, for prefills, which run float32's matmul over it. */
-void grouped_int8_dequantize(const uint8_t* q, const float* scales, const float* offsets,
-                             int64_t N, int64_t K, float* out) {
-  const int64_t G = K / GROUP, blocks = (N + BLOCK - 1) / BLOCK;
-  const __m512i column = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(GROUP / 4));
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; b++)
-    for (int64_t g = 0; g < G; g++) {
-      int32_t rows[BLOCK * GROUP / 4]; /* [16 outputs][32 bytes] */
-      const uint8_t* wg = q + b * BLOCK * K + g * GROUP * BLOCK;
-      for (int k = 0; k < GROUP / 4; k++)
-        _mm512_i32scatter_epi32(rows + k, column, _mm512_loadu_si512(wg + k * 64), 4);
-      for (int64_t r = 0; r < BLOCK && b * BLOCK + r < N; r++) {
-        __m512 sv = _mm512_set1_ps(scales[(b * G + g) * BLOCK + r]);
-        __m512 ov = _mm512_set1_ps(offsets[(b * G + g) * BLOCK + r]);
-        for (int half = 0; half < 2; half++) {
-          __m128i u = _mm_loadu_si128((const __m128i*)((const uint8_t*)(rows + r * GROUP / 4) + 16 * half));
-          __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(u));
-          _mm512_storeu_ps(out + (b * BLOCK + r) * K + g * GROUP + 16 * half, _mm512_fmadd_ps(v, sv, ov));
-        }
-      }
-    }
 }
 
 #endif
