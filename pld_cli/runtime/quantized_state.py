@@ -17,7 +17,7 @@ from pld_cli.runtime.native_model import Layer, NativeWeights, shape
 from pld_cli.runtime.quantized import LAYER_MATRICES, head_matrix, layer_matrix, mark
 from pld_cli.runtime.quantized_head import GroupedRows
 
-FORMAT = "4"  # bumped whenever the tensors' layout changes, so an old copy is not read
+FORMAT = "5"  # bumped whenever the tensors' layout changes, so an old copy is not read
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
