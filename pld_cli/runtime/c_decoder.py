@@ -71,6 +71,8 @@ class CDecoder:
         cos: torch.Tensor,
         sin: torch.Tensor,
     ) -> None:
+        if not all(t.dtype == torch.float32 and t.is_contiguous() for t in (keys, values)):
+            raise ValueError("the C decoder writes the cache in place: float32, contiguous")
         self.kept: list[torch.Tensor] = []  # every tensor the table points into, kept alive
         blocks = [self.block(layer) for layer in weights.layers]
         self.blocks = (Block * len(blocks))(*blocks)

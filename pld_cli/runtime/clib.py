@@ -29,7 +29,7 @@ FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 # Each kernel and its arguments; a kernel the CPU lacks instructions for is left out of the build.
 SIGNATURES = {
-    "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], None),
+    "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
     "grouped_int8_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, PTR], ctypes.c_int),
     "decode_rows": ([PTR, PTR, INT, INT], ctypes.c_int),
 }

@@ -28,7 +28,9 @@ class RowKernel:
     verify pass gets what a pass over that row alone gives it. The kernels compute rows apart on
     the CPUs measured, but a kernel may switch paths with the number of rows (tiles for larger
     batches on other CPUs), so `check_rows` tests it at load on this machine; where a row's
-    result moves, or past the rows checked, a verify pass runs its rows one at a time."""
+    result moves, or past the rows checked, a verify pass runs its rows one at a time. (pld's
+    grouped int8 kernel computes each row apart by construction: the C decoder, which needs
+    its rows checked, then runs passes of any length batched.)"""
 
     rows_checked = 0  # verify passes up to this many rows may run batched (set by check_rows)
 

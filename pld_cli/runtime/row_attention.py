@@ -42,10 +42,12 @@ def attend_rows(
     query = query.contiguous()
     out = torch.empty_like(query)
     kv_heads, slots = keys.shape[0], keys.shape[1]
-    kernel(
+    code = kernel(
         query.data_ptr(), keys.data_ptr(), values.data_ptr(),
         heads, kv_heads, q, d, slots, first, scale, out.data_ptr(),
     )  # fmt: skip
+    if code != 0:
+        raise MemoryError("row attention: no memory for its partial sums")
     return out
 
 

@@ -72,7 +72,8 @@ def aligned(tensor: torch.Tensor) -> torch.Tensor:
 
 def save_aligned(tensors: dict[str, torch.Tensor], path: str) -> None:
     """A safetensors file whose data starts on an ALIGNMENT boundary: written once to learn its
-    header's length, then again with the metadata padded to the boundary."""
+    header's length, then again with the metadata padded to the boundary (twice the writing, once
+    per model and quantization)."""
     save_file(tensors, path, metadata={"pad": ""})
     with open(path, "rb") as file:
         header = file.read(int.from_bytes(file.read(8), "little")).rstrip(b" ")

@@ -48,7 +48,7 @@ def test_a_q8_0_group_is_held_exactly():
 
 
 def test_rows_come_back_by_index_as_the_embedding_takes_them():
-    weight = weights(37, 64, seed=6)  # 37 outputs: the last block of 16 padded
+    weight = weights(37, 64, seed=6)  # 37 outputs: the last block 5 wide
     matrix, ids = GroupedInt8Matrix(weight), torch.tensor([[36, 0], [17, 17]])
     assert matrix.shape == (37, 64)
     assert torch.equal(matrix[ids], matrix.dequantized()[ids])

@@ -9,11 +9,12 @@
    Every step computes each row from that row alone in a fixed order (the products and attention
    by construction, the norms and element-wise steps one row at a time), so a row of a verify
    pass gets the bits a pass over that row alone gives it: pld's output equals --no-pld's.
-   Prefills run the torch forward over the same kernel; they are the same for both. */
+   Prefills of more than one position run the torch forward over the same kernel; they are the
+   same for both. */
 
-#if !defined(__AVX512F__)
-#error "needs AVX-512"
-#endif
+/* Built only where the int8 kernel is (grouped_int8.c): without it the library keeps the row
+   attention and pld runs the torch forward. */
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 
 #include <math.h>
 #include <stdint.h>
@@ -24,7 +25,7 @@
 
 int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
                     const float* offsets, int64_t N, int64_t K, float* y);
-void attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
+int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                  int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
                  float scale, float* out);
 
@@ -83,7 +84,8 @@ static void rotate(float* x, int64_t d, const float* cos, const float* sin) {
   }
 }
 
-/* out [n] = silu(gate) * up, silu(g) = g / (1 + e^-g) through e^-|g| (no overflow). */
+/* out [n] = silu(gate) * up, silu(g) = g sigmoid(g), through e = e^-|g| (no overflow): sigmoid(g)
+   is 1 / (1 + e) for g >= 0 and e / (1 + e) below (no cancellation). */
 static void gated_silu(const float* gate, const float* up, int64_t n, float* out) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t e = 0; e < n; e += 16) {
@@ -92,7 +94,7 @@ static void gated_silu(const float* gate, const float* up, int64_t n, float* out
     __m512 small = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
     __m512 below = _mm512_div_ps(one, _mm512_add_ps(one, small)); /* sigmoid(|g|) */
     __mmask16 negative = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
-    __m512 sigmoid = _mm512_mask_sub_ps(below, negative, one, below);
+    __m512 sigmoid = _mm512_mask_mul_ps(below, negative, small, below);
     __m512 out16 = _mm512_mul_ps(_mm512_mul_ps(g, sigmoid), _mm512_maskz_loadu_ps(in, up + e));
     _mm512_mask_storeu_ps(out + e, in, out16);
   }
@@ -104,8 +106,8 @@ typedef struct {
 
 /* Layer l's attention over the normed rows h: writes their keys and values at slots
    start..start+rows-1 and leaves the heads' outputs in s->merged [rows, heads * d]. */
-static void attention(const Decoder* m, int64_t l, const Block* b, int64_t rows, int64_t start,
-                      Scratch* s) {
+static int attention(const Decoder* m, int64_t l, const Block* b, int64_t rows, int64_t start,
+                     Scratch* s) {
   int64_t d = m->head_dim, width = (m->heads + 2 * m->kv_heads) * d;
   float* keys = m->keys + l * m->kv_heads * m->slots * d;
   float* values = m->values + l * m->kv_heads * m->slots * d;
@@ -126,12 +128,14 @@ static void attention(const Decoder* m, int64_t l, const Block* b, int64_t rows,
         values[slot] = row[(m->heads + m->kv_heads + g) * d + e];
       }
   }
-  attend_rows(s->query, keys, values, m->heads, m->kv_heads, rows, d, m->slots, start + 1,
-              m->scaling, s->attended);
+  if (attend_rows(s->query, keys, values, m->heads, m->kv_heads, rows, d, m->slots, start + 1,
+                  m->scaling, s->attended) != 0)
+    return -1;
   for (int64_t i = 0; i < rows; i++)
     for (int64_t h = 0; h < m->heads; h++)
       for (int64_t e = 0; e < d; e++)
         s->merged[(i * m->heads + h) * d + e] = s->attended[(h * rows + i) * d + e];
+  return 0;
 }
 
 static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, int64_t start, Scratch* s) {
@@ -140,7 +144,7 @@ static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, int64_t st
   for (int64_t i = 0; i < rows; i++)
     rms_norm(x + i * hidden, hidden, b->attention_norm, m->eps, s->h + i * hidden);
   if (product(&b->qkv, s->h, rows, s->qkv) != 0) return -1;
-  attention(m, l, b, rows, start, s);
+  if (attention(m, l, b, rows, start, s) != 0) return -1;
   if (product(&b->out, s->merged, rows, s->y) != 0) return -1;
   for (int64_t e = 0; e < rows * hidden; e++) x[e] = x[e] + s->y[e];
   for (int64_t i = 0; i < rows; i++)
@@ -176,3 +180,5 @@ int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start) {
   for (int k = 0; k < 8; k++) free(all[k]);
   return code;
 }
+
+#endif

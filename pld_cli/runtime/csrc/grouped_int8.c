@@ -26,6 +26,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <immintrin.h>
 
 #define GROUP 32
@@ -72,9 +73,11 @@ static inline __attribute__((always_inline)) void tile(
     for (int k = 0; k < GROUP / 4; k++) {
       __m512i wv = _mm512_maskz_loadu_epi32(lanes, wg + k * 4 * width);
       for (int i = 0; i < mb; i++) {
-        const int8_t *hi = h + i * K + g * GROUP + 4 * k, *lo = l + i * K + g * GROUP + 4 * k;
-        high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(*(const int32_t*)hi));
-        low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(*(const int32_t*)lo));
+        int32_t hi, lo; /* four digits each, as one lane to broadcast */
+        memcpy(&hi, h + i * K + g * GROUP + 4 * k, 4);
+        memcpy(&lo, l + i * K + g * GROUP + 4 * k, 4);
+        high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(hi));
+        low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(lo));
       }
     }
     __m512 sv = _mm512_maskz_loadu_ps(lanes, s + g * width);

@@ -58,13 +58,15 @@ static void chunk(const float* q, const float* k, const float* v, int64_t d, int
 }
 
 /* Attention of query [heads, rows, d] over keys/values [kv_heads, stride, d]: row i sees slots
-   [0, first + i), each row computed as a pass over that row alone computes it. out [heads, rows, d]. */
-void attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
+   [0, first + i), each row computed as a pass over that row alone computes it. out [heads, rows, d].
+   Returns 0, or -1 where memory for the chunks' partials could not be had. */
+int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                  int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
                  float scale, float* out) {
   int64_t last = first + rows - 1, most = (last + CHUNK - 1) / CHUNK, groups = heads / kv_heads;
   int64_t tasks = heads * rows * most;
   float* part = malloc(sizeof(float) * tasks * (d + 2));
+  if (part == NULL) return -1;
   #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < tasks; t++) {
     int64_t c = t % most, i = (t / most) % rows, h = t / (most * rows);
@@ -90,4 +92,5 @@ void attend_rows(const float* query, const float* keys, const float* values, int
       for (int64_t e = 0; e < d; e++) o[e] /= total;
     }
   free(part);
+  return 0;
 }
