@@ -18,11 +18,11 @@ import torch
 from pld_cli.runtime import clib
 from pld_cli.runtime.grouped_int8 import GroupedInt8Matrix
 from pld_cli.runtime.native_model import Layer, NativeWeights
+from pld_cli.runtime.quantized import LAYER_MATRICES
 from pld_cli.runtime.row_attention import kernel_fits
 
 KERNEL = "decode_rows"
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-MATRICES = ("qkv", "out", "gate_up", "down")
 
 
 class Matrix(ctypes.Structure):
@@ -32,7 +32,7 @@ class Matrix(ctypes.Structure):
 
 class Block(ctypes.Structure):
     _fields_ = [(name, PTR) for name in ("attention_norm", "q_norm", "k_norm", "mlp_norm")]
-    _fields_ += [(name, Matrix) for name in MATRICES]
+    _fields_ += [(name, Matrix) for name in LAYER_MATRICES]
 
 
 class Decoder(ctypes.Structure):
@@ -53,7 +53,7 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
     grouped = all(
         isinstance(matrix, GroupedInt8Matrix) and matrix.rows_checked > 0
         for layer in weights.layers
-        for matrix in (getattr(layer, name) for name in MATRICES)
+        for matrix in (getattr(layer, name) for name in LAYER_MATRICES)
     )
     fitting = grouped and kernel_fits(weights.head_dim, dtype)
     return fitting and clib.kernel(KERNEL) is not None
@@ -104,7 +104,7 @@ class CDecoder:
     def block(self, layer: Layer) -> Block:
         norms = ("attention_norm", "q_norm", "k_norm", "mlp_norm")
         fields = {name: self.pointer(getattr(layer, name)) for name in norms}
-        for name in MATRICES:
+        for name in LAYER_MATRICES:
             fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
         return Block(**fields)
 

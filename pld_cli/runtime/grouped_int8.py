@@ -85,7 +85,8 @@ class GroupedInt8Matrix(RowKernel):
 
     def dequantized(self, rows: slice | torch.Tensor = slice(None)) -> torch.Tensor:
         """Rows of the matrix in float32 [*rows' shape, in]."""
-        rows = torch.arange(self.shape[0])[rows]
+        if isinstance(rows, slice):  # an embedding lookup's ids are already a tensor
+            rows = torch.arange(self.shape[0])[rows]
         values = self.values.flatten()[kernel_order(rows, self.values.shape, 4)].float()
         scales = self.group_scales.flatten()[kernel_order(rows, self.group_scales.shape, 1)]
         offsets = self.group_offsets.flatten()[kernel_order(rows, self.group_offsets.shape, 1)]
