@@ -30,17 +30,24 @@ import torch
 from pld_cli.runtime.choice import attach_cuda_graphs
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from pld_cli.runtime.cuda_graphs import capture as capture_static
-from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.native_graphs import capture as capture_native
-from pld_cli.runtime.static import StaticRuntime
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.graphs import capture as capture_static
+from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.native.graphs import capture as capture_native
+from pld_cli.runtime.native.runtime import NativeRuntime
 
 SIZES = (1, 2, 4, 8, 16, 32)
 CONTEXT = 2048
-LLAMA_8B = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                max_position_embeddings=8192, rope_theta=500000.0)  # fmt: skip
+LLAMA_8B = dict(
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+)
 
 
 def copy_bandwidth(device: str) -> float:
@@ -118,11 +125,17 @@ def passes(out: Path) -> dict:
         model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     bandwidth = copy_bandwidth("cuda")
-    report = {"weight_bytes": weight_bytes, "copy_bytes_per_s": bandwidth,
-              "floor_ms": weight_bytes / bandwidth * 1e3,
-              "init_s": time.perf_counter() - started}  # fmt: skip
-    print(f"weights {weight_bytes / 1e9:.2f} GB, copy {bandwidth / 1e12:.2f} TB/s, "
-          f"floor {report['floor_ms']:.2f} ms", flush=True)  # fmt: skip
+    report = {
+        "weight_bytes": weight_bytes,
+        "copy_bytes_per_s": bandwidth,
+        "floor_ms": weight_bytes / bandwidth * 1e3,
+        "init_s": time.perf_counter() - started,
+    }
+    print(
+        f"weights {weight_bytes / 1e9:.2f} GB, copy {bandwidth / 1e12:.2f} TB/s, "
+        f"floor {report['floor_ms']:.2f} ms",
+        flush=True,
+    )
     report["notes"], report["errors"] = [], {}
     report["ms"], report["graph_vs_eager_rel_diff"] = {}, {}
     for name, open_runtime in runtimes(model, report["notes"].append).items():
@@ -150,11 +163,26 @@ BENCH_METHODS = {
 
 def bench(out: Path, model: str | None, max_new_tokens: int, timeout: float) -> None:
     for dtype, methods in BENCH_METHODS.items():
-        command = [sys.executable, "-c", "from pld_cli.cli.app import main; main()",
-                   "bench", "samples/edit", "samples/summarize", "--device", "cuda",
-                   "--dtype", dtype, "--methods", methods, "--check",
-                   "--max-new-tokens", str(max_new_tokens),
-                   "-o", str(out / f"bench-{dtype}.json"), "--verbose"]  # fmt: skip
+        command = [
+            sys.executable,
+            "-c",
+            "from pld_cli.cli.app import main; main()",
+            "bench",
+            "samples/edit",
+            "samples/summarize",
+            "--device",
+            "cuda",
+            "--dtype",
+            dtype,
+            "--methods",
+            methods,
+            "--check",
+            "--max-new-tokens",
+            str(max_new_tokens),
+            "-o",
+            str(out / f"bench-{dtype}.json"),
+            "--verbose",
+        ]
         if model:
             command += ["-m", model]
         print(" ".join(command), flush=True)
@@ -165,8 +193,10 @@ def bench(out: Path, model: str | None, max_new_tokens: int, timeout: float) -> 
 
 
 def summary(report: dict) -> str:
-    lines = ["| runtime | " + " | ".join(f"{q} pos" for q in SIZES) + " |",
-             "| --- |" + " --- |" * len(SIZES)]  # fmt: skip
+    lines = [
+        "| runtime | " + " | ".join(f"{q} pos" for q in SIZES) + " |",
+        "| --- |" + " --- |" * len(SIZES),
+    ]
     floor = report["floor_ms"]
     lines.append("| floor: weights read once | " + " | ".join(f"{floor:.2f}" for _ in SIZES) + " |")
     for name, times in report["ms"].items():

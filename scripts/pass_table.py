@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.static import StaticRuntime
-from pld_cli.tasks.models import ModelSpec, load_model
+from pld_cli.loading.models import ModelSpec, load_model
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.native.runtime import NativeRuntime
 
 SIZES = (1, 2, 4, 8, 16, 32)
 
@@ -71,8 +71,9 @@ def main() -> None:
         model = load_model(ModelSpec(device="cpu", dtype=dtype)).model
         native_only = i > 0 and args.native_only_after_first
         named |= runtimes(model, args.context + max(SIZES) + 1, dtype, native_only)
-        storages = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes()
-                    for p in model.parameters()}  # fmt: skip
+        storages = {
+            p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in model.parameters()
+        }
         weight_bytes[dtype] = sum(storages.values())
     vocab = model.config.vocab_size
     generator = torch.Generator().manual_seed(0)

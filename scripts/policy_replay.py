@@ -24,8 +24,8 @@ from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.scripted import ScriptedRuntime
 from pld_cli.engines.local import decode_ids
-from pld_cli.runtime.costs import interpolate
-from pld_cli.tasks.models import ModelSpec, load_model
+from pld_cli.loading.models import ModelSpec, load_model
+from pld_cli.runtime.calibration.costs import interpolate
 from pld_cli.tasks.prompts import prompt_ids
 
 
@@ -66,9 +66,11 @@ def replay(recorded: Path, costs_file: Path, max_new_tokens: int, num_draft: int
         print(f"{key}: estimated {speedup:.2f}x, {per_pass:.2f} tokens/pass")
     for corpus, rows in by_corpus.items():
         speedups = [s for s, _ in rows]
-        print(f"{corpus}: estimated speedup min {min(speedups):.2f}x, "
-              f"mean {statistics.mean(speedups):.2f}x, "
-              f"tokens/pass {statistics.mean(p for _, p in rows):.2f}")  # fmt: skip
+        print(
+            f"{corpus}: estimated speedup min {min(speedups):.2f}x, "
+            f"mean {statistics.mean(speedups):.2f}x, "
+            f"tokens/pass {statistics.mean(p for _, p in rows):.2f}"
+        )
 
 
 def main() -> None:

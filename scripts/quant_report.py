@@ -12,7 +12,7 @@ Llama, built on the meta device and quantized block by block (float32 never mate
 t(1), t(8) and the floor of reading its weights once at the measured read bandwidth (as in
 the pass table's floor column), each quantization in a fresh process.
 
-    python scripts/quant_report.py [--items 10] [--rounds 7] [--kinds int8,int4] [--skip-big]
+    python scripts/quant_report.py [--items 10] [--rounds 7] [--schemes int8,int4] [--skip-big]
                                    [--passes-only]
 """
 
@@ -33,16 +33,24 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from pld_cli.bench.corpus import load_corpora
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import decode_ids
-from pld_cli.runtime.costs import calibration_tokens
-from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.quantized import quantize_model, weight_bytes
-from pld_cli.tasks.models import ModelSpec, load_model
+from pld_cli.loading.models import ModelSpec, load_model
+from pld_cli.runtime.calibration.costs import calibration_tokens
+from pld_cli.runtime.names import RuntimeName
+from pld_cli.runtime.native.quantized.quantize import quantize_model, weight_bytes
+from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.tasks.prompts import prompt_ids
 
 SAMPLES = [Path(__file__).parent.parent / "samples" / name for name in ("edit", "summarize")]
-LLAMA_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
-                tie_word_embeddings=False)  # fmt: skip
+LLAMA_7B = dict(
+    vocab_size=32000,
+    hidden_size=4096,
+    intermediate_size=11008,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=32,
+    max_position_embeddings=4096,
+    tie_word_embeddings=False,
+)
 
 
 def table(title: str, columns: list[str], rows: dict[str, list[str]]) -> None:
@@ -103,7 +111,7 @@ def greedy_outputs(loaded, items: list, max_new: int) -> list[tuple[list[int], l
 
 def teacher_forced(loaded, prompt: list[int], output: list[int]) -> torch.Tensor:
     """Log-probabilities [len(output), vocab] of each output token's position, in one pass."""
-    runtime = loaded.runtimes.get(len(prompt) + len(output), "native")
+    runtime = loaded.runtimes.get(len(prompt) + len(output), RuntimeName.NATIVE)
     runtime.prefill([])
     return runtime.run(prompt + output[:-1], keep=len(output)).float().log_softmax(-1)
 
@@ -111,7 +119,7 @@ def teacher_forced(loaded, prompt: list[int], output: list[int]) -> torch.Tensor
 def quality(reference, models: dict, items: list, max_new: int) -> None:
     outputs = greedy_outputs(reference, items, max_new)
     rows = {}
-    for kind, loaded in models.items():
+    for scheme, loaded in models.items():
         agree = positions = 0
         kl = 0.0
         for prompt, output in outputs:
@@ -122,30 +130,33 @@ def quality(reference, models: dict, items: list, max_new: int) -> None:
             kl += float(F.kl_div(q, p, log_target=True, reduction="sum"))
         own = greedy_outputs(loaded, items, max_new)
         same = sum(mine == theirs for (_, mine), (_, theirs) in zip(own, outputs, strict=True))
-        rows[kind] = [f"{agree / positions:.2%} ({agree}/{positions})", f"{kl / positions:.5f}",
-                      f"{same}/{len(outputs)}"]  # fmt: skip
+        rows[scheme] = [
+            f"{agree / positions:.2%} ({agree}/{positions})",
+            f"{kl / positions:.5f}",
+            f"{same}/{len(outputs)}",
+        ]
     columns = ["top-1 agreement with float32", "mean KL", "greedy outputs equal to float32's"]
     names = ", ".join(item.id for item in items)
     table(f"teacher-forced through float32 greedy ({max_new} new tokens; {names})", columns, rows)
 
 
-def memory_row(kind: str) -> None:
-    """In a fresh process: load the default model at `kind`, decode a little, print RSS as JSON."""
-    loaded = load_model(ModelSpec(device="cpu", quantize=kind))
+def memory_row(scheme: str) -> None:
+    """In a fresh process: load the default model at `scheme`, decode a little, print RSS (JSON)."""
+    loaded = load_model(ModelSpec(device="cpu", quantize=scheme))
     after_load = rss_mb()[0]
-    runtime = loaded.runtimes.get(1100, "native")
+    runtime = loaded.runtimes.get(1100, RuntimeName.NATIVE)
     runtime.prefill(list(range(1000)))
     for token in range(8):
         runtime.forward([token])
     print(json.dumps({"after_load": after_load, "peak": rss_mb()[1]}))
 
 
-def memory(kinds: list[str]) -> None:
+def memory(schemes: list[str]) -> None:
     rows = {}
-    for kind in kinds:
-        command = [sys.executable, __file__, "--memory-of", kind]
+    for scheme in schemes:
+        command = [sys.executable, __file__, "--memory-of", scheme]
         result = json.loads(subprocess.run(command, capture_output=True, check=True).stdout)
-        rows[kind] = [f"{result['after_load']:.0f}", f"{result['peak']:.0f}"]
+        rows[scheme] = [f"{result['after_load']:.0f}", f"{result['peak']:.0f}"]
     table("default model, MB (fresh process each)", ["RSS after load", "peak RSS"], rows)
 
 
@@ -157,13 +168,13 @@ def random_weights(module: torch.nn.Module) -> None:
             parameter.normal_(0, 0.02) if parameter.dim() == 2 else parameter.fill_(1.0)
 
 
-def big_model(kind: str, context: int, rounds: int) -> None:
-    """A 7B-shaped random Llama at `kind`, in this process: t(1), t(8), floor, peak RSS (JSON)."""
+def big_model(scheme: str, context: int, rounds: int) -> None:
+    """A 7B-shaped random Llama at `scheme`, in this process: t(1), t(8), floor, peak RSS (JSON)."""
     config = LlamaConfig(**LLAMA_7B)
     with torch.device("meta"):
         model = LlamaForCausalLM(config).eval()
     model.model.rotary_emb = type(model.model.rotary_emb)(config=config)  # its tables, real
-    weights = quantize_model(model, kind, materialize=random_weights)
+    weights = quantize_model(model, scheme, materialize=random_weights)
     runtime = NativeRuntime(model, context + 16)
     runtime.prefill(list(range(context)))
     times = {1: [], 8: []}
@@ -177,15 +188,15 @@ def big_model(kind: str, context: int, rounds: int) -> None:
     print(json.dumps(result))
 
 
-def big_models(kinds: list[str], context: int, rounds: int) -> None:
+def big_models(schemes: list[str], context: int, rounds: int) -> None:
     rows = {}
-    for kind in kinds:
-        command = [sys.executable, __file__, "--big-of", kind, "--context", str(context)]
+    for scheme in schemes:
+        command = [sys.executable, __file__, "--big-of", scheme, "--context", str(context)]
         command += ["--rounds", str(rounds)]
         r = json.loads(subprocess.run(command, capture_output=True, check=True).stdout)
-        rows[kind] = [f"{r['t1'] * 1e3:.0f}", f"{r['t8'] * 1e3:.0f}", f"{r['floor'] * 1e3:.0f}"]
-        rows[kind] += [f"{r['t1'] / r['floor']:.2f}", f"{r['weights'] / 2**30:.2f}"]
-        rows[kind] += [f"{r['peak'] / 2**30:.1f}"]
+        rows[scheme] = [f"{r['t1'] * 1e3:.0f}", f"{r['t8'] * 1e3:.0f}", f"{r['floor'] * 1e3:.0f}"]
+        rows[scheme] += [f"{r['t1'] / r['floor']:.2f}", f"{r['weights'] / 2**30:.2f}"]
+        rows[scheme] += [f"{r['peak'] / 2**30:.1f}"]
     columns = ["t(1) ms", "t(8) ms", "floor ms", "t(1) / floor", "weights GiB", "peak RSS GiB"]
     table(
         f"7B-shaped random Llama, {context} tokens of context (fresh process each)", columns, rows
@@ -199,7 +210,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--context", type=int, default=1024)
     parser.add_argument("--prefill", type=int, default=1000)
-    parser.add_argument("--kinds", default="int8,int4")
+    parser.add_argument("--schemes", default="int8,int4")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--passes-only", action="store_true", help="the t(q) and prefill tables")
     parser.add_argument("--memory-of", help=argparse.SUPPRESS)
@@ -209,16 +220,19 @@ def main() -> None:
         return memory_row(args.memory_of)
     if args.big_of:
         return big_model(args.big_of, args.context, args.rounds)
-    kinds = args.kinds.split(",")
+    schemes = args.schemes.split(",")
     cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
     cpu = next(line for line in cpuinfo if line.startswith("model name"))
     threads = torch.get_num_threads()
     print(f"{cpu.split(':')[1].strip()}, {threads} threads, torch {torch.__version__}")
-    loaded = {kind: load_model(ModelSpec(device="cpu", quantize=kind)) for kind in ["none", *kinds]}
+    loaded = {
+        scheme: load_model(ModelSpec(device="cpu", quantize=scheme))
+        for scheme in ["none", *schemes]
+    }
     vocab = loaded["none"].model.config.vocab_size
     runtimes = {
-        "float32" if kind == "none" else kind: NativeRuntime(m.model, args.context + 64)
-        for kind, m in loaded.items()
+        "float32" if scheme == "none" else scheme: NativeRuntime(m.model, args.context + 64)
+        for scheme, m in loaded.items()
     }
     bf16 = load_model(ModelSpec(device="cpu", dtype="bfloat16", quantize="none"))
     runtimes["bfloat16"] = NativeRuntime(bf16.model, args.context + 64)
@@ -230,9 +244,9 @@ def main() -> None:
         return
     items = [item for corpus in SAMPLES for item in load_corpora([corpus])[: args.items]]
     quality(loaded.pop("none"), loaded, items, args.max_new_tokens)
-    memory(["none", *kinds])
+    memory(["none", *schemes])
     if not args.skip_big:
-        big_models(kinds, 128, 3)
+        big_models(schemes, 128, 3)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,17 @@ from pld_cli.tasks.prompts import prompt_ids
 
 
 def raw_stream(url: str, model: str, ids: list[int], max_tokens: int) -> tuple[list[int], float]:
-    body = {"model": model, "prompt": ids, "max_tokens": max_tokens, "temperature": 0,
-            "stream": True, "return_token_ids": True}  # fmt: skip
-    request = urllib.request.Request(f"{url}/v1/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
+    body = {
+        "model": model,
+        "prompt": ids,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "return_token_ids": True,
+    }
+    request = urllib.request.Request(
+        f"{url}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     tokens, first, last = [], None, None
     with urllib.request.urlopen(request) as response:
         for line in response:
@@ -50,8 +57,9 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
-    settings = SimpleNamespace(server=args.url, api_key=None, timeout=600.0, model=None,
-                               tokenizer=None, jobs=1)  # fmt: skip
+    settings = SimpleNamespace(
+        server=args.url, api_key=None, timeout=600.0, model=None, tokenizer=None, jobs=1
+    )
     engine = open_engine(settings, print)
     config = DecodeConfig(max_new_tokens=args.max_new_tokens)
     ratios, same = [], 0
@@ -68,8 +76,10 @@ def main() -> None:
         raw_rate, rate = statistics.median(raw_rates), statistics.median(rates)
         ratios.append(rate / raw_rate)
         same += tokens == raw_tokens
-        print(f"| {item.corpus}/{item.id} | {raw_rate:.1f} | {rate:.1f} | "
-              f"{ratios[-1]:.3f} | {'yes' if tokens == raw_tokens else 'NO'} |")  # fmt: skip
+        print(
+            f"| {item.corpus}/{item.id} | {raw_rate:.1f} | {rate:.1f} | "
+            f"{ratios[-1]:.3f} | {'yes' if tokens == raw_tokens else 'NO'} |"
+        )
     print(
         f"\nmedian pld / raw: {statistics.median(ratios):.3f}; geometric mean "
         f"{statistics.geometric_mean(ratios):.3f}; same tokens {same}/{len(ratios)}"

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from pld_cli.cli.app import main
-from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model, locate
+from pld_cli.loading.models import LoadedModel, ModelSpec, load_model, locate
 
 
 def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> LlamaForCausalLM:
@@ -60,8 +60,8 @@ def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
     """Calibrations and quantized copies of test models stay out of the user's cache (one per
     test session); the converted default model is still read from, and kept in, the user's."""
     folder = tmp_path_factory.getbasetemp() / "pld-cache"
-    monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: folder)
-    monkeypatch.setattr("pld_cli.tasks.quantized_copy.cache_dir", lambda: folder)
+    monkeypatch.setattr("pld_cli.loading.ready.cache_dir", lambda: folder)
+    monkeypatch.setattr("pld_cli.loading.quantized_copy.cache_dir", lambda: folder)
 
 
 @pytest.fixture(scope="session")

@@ -75,8 +75,9 @@ class FakeServer:
                 answer = server.next_answer(body)
                 if answer.status != 200:
                     extra = {"Retry-After": answer.retry_after} if answer.retry_after else {}
-                    return self.send_json(answer.status, {"error": {"message": answer.message}},
-                                          extra)  # fmt: skip
+                    return self.send_json(
+                        answer.status, {"error": {"message": answer.message}}, extra
+                    )
                 with server.lock:
                     server.in_flight += 1
                     server.most_in_flight = max(server.most_in_flight, server.in_flight)
@@ -105,8 +106,12 @@ class FakeServer:
                     if answer.cut_after == i or answer.error_after == i:
                         break
                     time.sleep(answer.delay)
-                    choice = {"index": 0, "text": "", "token_ids": ids,
-                              "finish_reason": answer.finish if i == last else None}  # fmt: skip
+                    choice = {
+                        "index": 0,
+                        "text": "",
+                        "token_ids": ids,
+                        "finish_reason": answer.finish if i == last else None,
+                    }
                     self.event({"choices": [choice]})
                 if answer.cut_after is not None:
                     return  # the connection closes without [DONE]

@@ -9,9 +9,9 @@ from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.engines.local import LocalEngine, decode_ids
-from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.static import StaticRuntime
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.tasks.pipeline import run_task, task_ids
 from pld_cli.tasks.prompts import Task
 

@@ -96,8 +96,10 @@ def test_a_result_keeps_the_originals_line_endings_and_last_newline(original, mo
 
 def test_line_ending():
     assert (line_ending("a\r\nb\r\n"), line_ending("a\nb"), line_ending("a\r\nb\n")) == (
-        "\r\n", "\n", None,
-    )  # fmt: skip
+        "\r\n",
+        "\n",
+        None,
+    )
 
 
 def test_check_target_refuses_what_a_write_would_fail_on(tmp_path):

@@ -1,5 +1,5 @@
-"""The layers' contracts, checked on the source: core <- runtime <- tasks <- engines <- bench <-
-cli.
+"""The layers' contracts, checked on the source: core <- runtime <- loading <- tasks <- engines <-
+bench <- cli.
 
 A module imports only from its own layer and the layers below (every import counts, those inside
 functions too); the top-level modules (errors, files, cache) are below all of them. And nothing
@@ -17,6 +17,7 @@ LAYERS = [
     "",
     "core",
     "runtime",
+    "loading",
     "tasks",
     "engines",
     "bench",
@@ -87,3 +88,31 @@ def test_no_module_outside_the_runtimes_probes_a_runtime(module):
 
 def test_the_probe_check_sees_a_getattr_on_a_runtime():
     assert runtime_probes(ast.parse('getattr(runtime, "paths", ())')) != []
+
+
+# Inside the runtime layer, the backends are siblings: pld's own forward and transformers' never
+# import each other, and the C library and the calibration import neither (opening.py, which
+# chooses among them, is the one module that knows both).
+SIBLINGS = {
+    "pld_cli.runtime.native": ["pld_cli.runtime.hf"],
+    "pld_cli.runtime.hf": ["pld_cli.runtime.native"],
+    "pld_cli.runtime.clib": ["pld_cli.runtime.native", "pld_cli.runtime.hf"],
+    "pld_cli.runtime.calibration": ["pld_cli.runtime.native", "pld_cli.runtime.hf"],
+}
+
+
+def sibling_imports(module: str, tree: ast.Module) -> list[str]:
+    banned = [
+        b for folder, bans in SIBLINGS.items() if module.startswith(folder + ".") for b in bans
+    ]
+    return [name for name in imports(tree) if any(name.startswith(b + ".") for b in banned)]
+
+
+@pytest.mark.parametrize("module", [m for m in sorted(MODULES) if m.startswith(tuple(SIBLINGS))])
+def test_no_runtime_backend_imports_a_sibling(module):
+    assert sibling_imports(module, MODULES[module]) == []
+
+
+def test_the_sibling_check_sees_native_importing_hf():
+    tree = ast.parse("from pld_cli.runtime.hf.static import StaticRuntime\n")
+    assert sibling_imports("pld_cli.runtime.native.runtime", tree) != []

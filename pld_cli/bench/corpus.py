@@ -100,6 +100,8 @@ def expand(items: Sequence[Item], splitter: Splitter) -> list[Item]:
         if len(parts) == 1:
             out.append(item)
             continue
-        out += [Item(f"{item.id}#{k}", item.corpus, task, item.id)
-                for k, (_, task) in enumerate(parts, 1)]  # fmt: skip
+        out += [
+            Item(f"{item.id}#{k}", item.corpus, task, item.id)
+            for k, (_, task) in enumerate(parts, 1)
+        ]
     return out

@@ -20,14 +20,17 @@ import torch
 from transformers import StoppingCriteria, StoppingCriteriaList
 
 from pld_cli.core.config import DecodeConfig
-from pld_cli.core.decode import Pass
+from pld_cli.core.decode import Pass, Stop
 from pld_cli.core.repetition import LoopStop
 from pld_cli.engines.local import decode_ids
-from pld_cli.runtime.kinds import KINDS
+from pld_cli.loading.models import LoadedModel
+from pld_cli.runtime.names import RuntimeName
 from pld_cli.tasks.engine import Engine
-from pld_cli.tasks.models import LoadedModel
+from pld_cli.tasks.loops import loop_cut
 
 HF_LOOKUP_TOKENS = 10  # prompt_lookup_num_tokens for transformers' generate
+
+RUNTIME_NAMES = {name.value for name in RuntimeName}  # METHOD@NAME
 
 
 @dataclass(frozen=True)
@@ -43,10 +46,15 @@ class MethodRun:
     decode_s: float
     trace: list[dict] | None = None  # pld's loop: per pass, the draft length chosen and why
     acceptance_histogram: list[dict] | None = None  # pld's loop: acceptance per draft position
+    delivered: int | None = None  # of token_ids, what a user gets (a loop's repeats cut); None: all
 
     @property
     def new_tokens(self) -> int:
         return len(self.token_ids)
+
+    @property
+    def delivered_ids(self) -> list[int]:
+        return self.token_ids if self.delivered is None else self.token_ids[: self.delivered]
 
 
 Runner = Callable[[LoadedModel, list[int], DecodeConfig], MethodRun]
@@ -56,19 +64,27 @@ def run_loop(
     loaded: LoadedModel,
     ids: list[int],
     config: DecodeConfig,
-    runtime_kind: str | None = None,
+    runtime_name: RuntimeName | None = None,
     **changes,
 ) -> MethodRun:
     """pld's own decode loop with the config changed as given (only tokens and timings)."""
     trace = []
     config = dataclasses.replace(config, **changes)
     tokens, stats = decode_ids(
-        loaded, ids, config, lambda step, _: trace.append(pass_record(step)), runtime_kind
+        loaded, ids, config, lambda step, _: trace.append(pass_record(step)), runtime_name
     )
     counts = (stats.passes, stats.drafted_tokens, stats.accepted_tokens, stats.passes_accepting)
+    kept = delivered(loaded, tokens, stats.stop == Stop.REPETITION)
     if not config.use_pld:
-        return MethodRun(tokens, len(ids), *counts, stats.decode_s)
-    return MethodRun(tokens, len(ids), *counts, stats.decode_s, trace, stats.acceptance_histogram())
+        return MethodRun(tokens, len(ids), *counts, stats.decode_s, delivered=kept)
+    histogram = stats.acceptance_histogram()
+    return MethodRun(tokens, len(ids), *counts, stats.decode_s, trace, histogram, kept)
+
+
+def delivered(loaded: LoadedModel, tokens: list[int], looped: bool) -> int | None:
+    """What of a method's tokens the user gets: a loop stop's output cut to one copy (tasks'
+    rule), else all (None)."""
+    return loop_cut(tokens, loaded.tokenizer) if looped else None
 
 
 def run_engine(
@@ -77,8 +93,16 @@ def run_engine(
     """Another engine (a server) on the same prompt ids; what it does not report stays None."""
     tokens, stats = engine.decode(ids, config)
     drafted = stats.drafted_tokens if stats.drafts_known else None
-    return MethodRun(tokens, len(ids), stats.passes, drafted, stats.accepted_tokens,
-                     stats.passes_accepting, stats.decode_s)  # fmt: skip
+    return MethodRun(
+        tokens,
+        len(ids),
+        stats.passes,
+        drafted,
+        stats.accepted_tokens,
+        stats.passes_accepting,
+        stats.decode_s,
+        delivered=delivered(loaded, tokens, stats.stop == Stop.REPETITION),
+    )
 
 
 def pass_record(step: Pass) -> dict:
@@ -117,8 +141,12 @@ def run_hf_generate(
     sampling = config.sampling
     if sampling.temperature > 0:
         torch.manual_seed(0 if sampling.seed is None else sampling.seed)
-        options = dict(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p,
-                       top_k=sampling.top_k)  # fmt: skip
+        options = dict(
+            do_sample=True,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+        )
     else:
         options = dict(do_sample=False)
     options["repetition_penalty"] = config.repetition_penalty
@@ -144,12 +172,12 @@ def run_hf_generate(
     finally:
         handle.remove()
     tokens = out[0, len(ids) :].tolist()
-    if config.stop_loops:  # a pass of prompt lookup may have gone past the loop's token
-        tokens = tokens[: LoopStop(config.loop_span).extend(tokens) or len(tokens)]
+    looped = LoopStop(config.loop_span).extend(tokens) if config.stop_loops else None
+    tokens = tokens[:looped] if looped else tokens  # prompt lookup may go past the loop's token
     accepted = max(len(tokens) - len(ends), 0)
-    return MethodRun(
-        tokens, len(ids), len(ends), None, accepted, None, end - ends[0] if ends else 0.0
-    )
+    seconds = end - ends[0] if ends else 0.0
+    kept = delivered(loaded, tokens, looped is not None)
+    return MethodRun(tokens, len(ids), len(ends), None, accepted, None, seconds, delivered=kept)
 
 
 class LoopCriteria(StoppingCriteria):
@@ -186,9 +214,9 @@ def runner(method: str, server: Engine | None = None) -> Runner | None:
     """The runner of a method name such as `pld` or `greedy@dynamic`; None if there is none."""
     if method == "server":
         return None if server is None else functools.partial(run_engine, engine=server)
-    base, _, kind = method.partition("@")
-    if not kind:
+    base, _, name = method.partition("@")
+    if not name:
         return RUNNERS.get(base)
-    if base in LOOP_RUNNERS and kind in KINDS:
-        return functools.partial(LOOP_RUNNERS[base], runtime_kind=kind)
+    if base in LOOP_RUNNERS and name in RUNTIME_NAMES:
+        return functools.partial(LOOP_RUNNERS[base], runtime_name=RuntimeName(name))
     return None

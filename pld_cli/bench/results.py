@@ -43,7 +43,7 @@ class MethodResult:
     @property
     def loop_share(self) -> float:
         """Share of the output inside a span it already wrote (a loop, not a fast copy)."""
-        return repeated_share(self.run.token_ids)
+        return repeated_share(self.run.delivered_ids)
 
     @property
     def predicted_speedup(self) -> float | None:
@@ -55,6 +55,7 @@ class MethodResult:
         return {
             "prompt_tokens": run.prompt_tokens,
             "new_tokens": run.new_tokens,
+            "delivered_tokens": len(run.delivered_ids),
             "passes": run.passes,
             "tokens_per_pass": rounded(ratio(run.new_tokens, run.passes), 3),
             "drafted_tokens": run.drafted_tokens,

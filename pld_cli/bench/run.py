@@ -22,14 +22,14 @@ from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import measured_speedup
 from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import ExitStatus, PldError
-from pld_cli.runtime.kinds import KINDS
+from pld_cli.loading.models import LoadedModel
+from pld_cli.loading.ready import ready
+from pld_cli.runtime.names import RuntimeName
 from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.kinds import kind_of
 from pld_cli.tasks.longdoc import Splitter
-from pld_cli.tasks.models import LoadedModel
 from pld_cli.tasks.pipeline import check_fits
 from pld_cli.tasks.prompts import prompt_ids
-from pld_cli.tasks.ready import ready
 
 WARMUP_TOKENS = 8
 
@@ -68,9 +68,10 @@ def run_bench(
     # Every runtime opened once, with room for the longest item: all items share its cache.
     positions = max(map(len, prompts)) + config.max_new_tokens
     for method in methods:
-        base, _, kind = method.partition("@")
+        base, _, name = method.partition("@")
         if base in LOOP_RUNNERS:
-            report.runtimes[method] = ready(loaded, positions, config, kind or None)[0].name
+            asked = RuntimeName(name) if name else None
+            report.runtimes[method] = ready(loaded, positions, config, asked)[0].name
     runners = {method: runner(method, server) for method in methods}
     warm = dataclasses.replace(config, max_new_tokens=min(WARMUP_TOKENS, config.max_new_tokens))
     for method in methods:
@@ -123,7 +124,7 @@ def parse_methods(text: str, server: bool = False) -> list[str]:
         raise PldError(
             f"--methods: unknown method {', '.join(unknown) or '(none)'}; "
             f"expected a comma-separated list of {known} "
-            f"(pld's own methods also as METHOD@{'|'.join(KINDS)})",
+            f"(pld's own methods also as METHOD@{'|'.join(RuntimeName)})",
             code=ExitStatus.USAGE,
         )
     return methods + (["server"] if server and "server" not in methods else [])

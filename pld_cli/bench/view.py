@@ -128,8 +128,21 @@ def document_cells(d: dict) -> list[str]:
 
 
 def items_table(report: BenchReport) -> Table:
-    heads = ["item", "method", "new tok", "passes", "tok/pass", "copy f", "run L", "predicted",
-             "vs greedy", "vs hf-greedy", "tok/s", "= greedy", "loop"]  # fmt: skip
+    heads = [
+        "item",
+        "method",
+        "new tok",
+        "passes",
+        "tok/pass",
+        "copy f",
+        "run L",
+        "predicted",
+        "vs greedy",
+        "vs hf-greedy",
+        "tok/s",
+        "= greedy",
+        "loop",
+    ]
     groups = {f"{row.item.corpus}/{row.item.id}": row.methods for row in report.items}
     return grouped_table("pld bench: items", heads, groups, item_cells)
 
@@ -169,15 +182,22 @@ def show(report: BenchReport, to_stderr: bool) -> None:
 
 def throughput_table(report: BenchReport) -> Table:
     """Every document, wall time with prefill: pld one after another, the server N at a time."""
-    table = Table(title="pld bench: corpus throughput (all items, prefill included)",
-                  title_justify="left")  # fmt: skip
+    table = Table(
+        title="pld bench: corpus throughput (all items, prefill included)", title_justify="left"
+    )
     for head in ("method", "in flight", "documents", "new tok", "wall", "tok/s", "vs pld"):
         table.add_column(head, justify="left" if head == "method" else "right")
     base = report.throughput[0].tokens_per_s
     for run in report.throughput:
-        table.add_row(run.method, f"{run.concurrency}", f"{run.documents}", f"{run.new_tokens}",
-                      f"{run.wall_s:.1f} s", f"{run.tokens_per_s:.1f}",
-                      times(ratio(run.tokens_per_s, base) or None))  # fmt: skip
+        table.add_row(
+            run.method,
+            f"{run.concurrency}",
+            f"{run.documents}",
+            f"{run.new_tokens}",
+            f"{run.wall_s:.1f} s",
+            f"{run.tokens_per_s:.1f}",
+            times(ratio(run.tokens_per_s, base) or None),
+        )
     return table
 
 

@@ -19,6 +19,7 @@ except ImportError:
 
 from pld_cli import __version__
 from pld_cli.cli.bench import bench
+from pld_cli.cli.brief import PldCommand, PldGroup
 from pld_cli.cli.options import Display, Drafting, Settings, with_options
 from pld_cli.cli.preflight import Request, prepare
 from pld_cli.errors import ExitStatus, PldError
@@ -27,7 +28,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    cls=PldGroup,
+    context_settings={"help_option_names": ["--help"]},  # -h: the short help (brief.py)
     help="Edit and summarize documents with a local language model, sped up by prompt lookup.",
 )
 
@@ -51,12 +53,29 @@ def pld(
     """
 
 
-@app.command()
+# Help too long for one line: its first sentence (or clause) is the option's line under -h.
+FILES_HELP = "The files to edit, or - for stdin (several need --write, --diff or --json)."
+DIFF_HELP = (
+    "Print a unified diff instead of the file (on stderr with --write or -o, after the file is "
+    "written)."
+)
+NO_CHECK_HELP = (
+    "Write an edit even when it no longer parses (as the file's format: Python, JSON, TOML, YAML)."
+)
+FORCE_HELP = (
+    "Allow a --write that removes top-level structure. Without --force, pld asks first on a "
+    "terminal and refuses elsewhere."
+)
+BACKUP_HELP = (
+    "With --write, keep each original as FILE.bak (or FILE + SUFFIX with --backup=SUFFIX), beside "
+    "the file."
+)
+
+
+@app.command(cls=PldCommand)
 @with_options(max_new_tokens=2048)
 def edit(
-    files: Annotated[
-        list[str], typer.Argument(help="The files to edit (several with --write or --diff), or -.")
-    ],
+    files: Annotated[list[str], typer.Argument(help=FILES_HELP)],
     instruction: Annotated[str, typer.Option("-i", "--instruction", help="What to change.")],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write the result to this file.")
@@ -64,39 +83,12 @@ def edit(
     write: Annotated[
         bool, typer.Option("-w", "--write", help="Replace each FILE with its result.")
     ] = False,
-    diff: Annotated[
-        bool,
-        typer.Option(
-            "--diff",
-            help="Print a unified diff instead of the file (on stderr with "
-            "--write or -o, after the file is written).",
-        ),
-    ] = False,  # fmt: skip
-    no_check: Annotated[
-        bool,
-        typer.Option(
-            "--no-check",
-            help="Write an edit even when it no longer parses as the "
-            "file's format (Python, JSON, TOML, YAML).",
-        ),
-    ] = False,
-    force: Annotated[
-        bool,
-        typer.Option(
-            "--force",
-            help="With --write, replace a file even when the edit removes "
-            "top-level structure, without asking.",
-        ),
-    ] = False,
+    diff: Annotated[bool, typer.Option("--diff", help=DIFF_HELP)] = False,
+    no_check: Annotated[bool, typer.Option("--no-check", help=NO_CHECK_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help=FORCE_HELP)] = False,
     backup: Annotated[
         str | None,
-        typer.Option(
-            "--backup",
-            metavar="[=SUFFIX]",
-            show_default=False,
-            help="With --write, keep the original beside the file as FILE.bak (or "
-            "FILE + SUFFIX with --backup=SUFFIX).",
-        ),
+        typer.Option("--backup", metavar="[=SUFFIX]", show_default=False, help=BACKUP_HELP),
     ] = None,
     *,
     settings: Settings,
@@ -128,13 +120,21 @@ def edit(
     if backup is not None and not (write and backup):
         raise PldError("--backup needs --write and a non-empty SUFFIX", code=ExitStatus.USAGE)
     request = Request(
-        "edit", list(files), instruction.strip(), output, write, diff, not drafting.no_pld,
-        check=not no_check, force=force, backup=backup,
-    )  # fmt: skip
+        "edit",
+        list(files),
+        instruction.strip(),
+        output,
+        write,
+        diff,
+        not drafting.no_pld,
+        check=not no_check,
+        force=force,
+        backup=backup,
+    )
     return start(request, settings, display)
 
 
-@app.command()
+@app.command(cls=PldCommand)
 @with_options(max_new_tokens=512)
 def summarize(
     files: Annotated[
@@ -165,15 +165,18 @@ def summarize(
 def start(request: Request, settings: Settings, display: Display) -> ExitStatus:
     """Everything checkable without the model libraries first; then import them and run."""
     if settings.server and display.compare:
-        raise PldError("--compare with --server: plain decoding is the server's own, started "
-                       "without --speculative-config", code=ExitStatus.USAGE)  # fmt: skip
+        raise PldError(
+            "--compare with --server: plain decoding is the server's own, started "
+            "without --speculative-config",
+            code=ExitStatus.USAGE,
+        )
     entries = prepare(request, settings, display.json)
     from pld_cli.cli.run import execute
 
     return execute(request, entries, settings, display)
 
 
-app.command()(bench)
+app.command(cls=PldCommand)(bench)
 
 
 def optional_values(args: list[str]) -> list[str]:

@@ -20,21 +20,24 @@ HF_QUANTIZED = (
     "--quantize: transformers' generate() (hf-greedy, hf-pld) has no float weights left to run "
     "on; leave those methods out"
 )
+# Help too long for one line: its first sentence (or clause) is the option's line under -h.
+METHODS_HELP = (
+    "Methods to compare, comma-separated (greedy, pld, pld-fixed, hf-pld, hf-greedy; "
+    "greedy@native, or @static, @dynamic, runs pld's own methods on that runtime)."
+)
+CONCURRENCY_HELP = (
+    "With --server: also the corpus's throughput (wall time, prefill included), the server with "
+    "this many documents in flight against pld one after another."
+)
 
 
 @with_options(max_new_tokens=256, seed=0)
 def bench(
     corpus_dir: Annotated[
-        list[Path],
-        typer.Argument(help="Corpus folders, each with a manifest.jsonl."),
+        list[Path], typer.Argument(help="Corpus folders, each with a manifest.jsonl.")
     ],
     methods: Annotated[
-        str,
-        typer.Option(
-            help="Comma-separated: greedy, pld, pld-fixed, hf-pld, hf-greedy; "
-            "greedy@native (or @static, @dynamic) runs pld's own methods on that runtime.",
-            rich_help_panel=BENCH,
-        ),
+        str, typer.Option(help=METHODS_HELP, rich_help_panel=BENCH)
     ] = "hf-greedy,greedy,pld,hf-pld",
     repeat: Annotated[
         int,
@@ -68,13 +71,7 @@ def bench(
     ] = False,
     concurrency: Annotated[
         int | None,
-        typer.Option(
-            min=1,
-            show_default=False,
-            help="With --server: also the corpus's throughput (wall time, prefill included), "
-            "the server with this many documents in flight against pld one after another.",
-            rich_help_panel=BENCH,
-        ),
+        typer.Option(min=1, show_default=False, help=CONCURRENCY_HELP, rich_help_panel=BENCH),
     ] = None,
     *,
     settings: Settings,
@@ -95,9 +92,9 @@ def bench(
     from pld_cli.cli.render import Ui
     from pld_cli.engines import open_engine
     from pld_cli.files import atomic_write
-    from pld_cli.runtime.quantized import quantization
-    from pld_cli.tasks.models import load_model
-    from pld_cli.tasks.ready import ready
+    from pld_cli.loading.models import load_model
+    from pld_cli.loading.ready import ready
+    from pld_cli.runtime.native.model import scheme_of
 
     config, spec = settings.decode_config(), settings.model_spec()
     chosen = parse_methods(methods, server=bool(settings.server))
@@ -117,7 +114,7 @@ def bench(
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
         loaded = load_model(spec, report_load)
-        if quantization(loaded.model) != "none" and any(m.startswith("hf-") for m in chosen):
+        if scheme_of(loaded.model) is not None and any(m.startswith("hf-") for m in chosen):
             raise PldError(f"{HF_QUANTIZED} (or pass --quantize none)", code=ExitStatus.USAGE)
         config = settings.decode_config(model_penalty=loaded.repetition_penalty)
         ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once
@@ -126,8 +123,17 @@ def bench(
             server = open_engine(dataclasses.replace(settings, model=None), report_load)
     total = len(chosen) * (1 + repeat * len(items)) + (2 if concurrency else 0)
     with bench_view.progress(total, settings.quiet) as advance:
-        report = run_bench(loaded, items, chosen, config, repeat, advance, settings.chunk_tokens,
-                           server, concurrency)  # fmt: skip
+        report = run_bench(
+            loaded,
+            items,
+            chosen,
+            config,
+            repeat,
+            advance,
+            settings.chunk_tokens,
+            server,
+            concurrency,
+        )
     results = json.dumps(report.as_json(), indent=2, ensure_ascii=False) + "\n"
     if output is not None:
         atomic_write(output, results)

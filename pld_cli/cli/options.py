@@ -21,7 +21,8 @@ import typer
 
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.errors import ExitStatus, PldError
-from pld_cli.runtime.kinds import KINDS
+from pld_cli.runtime.names import RuntimeName
+from pld_cli.runtime.native.quantized.scheme import Scheme
 
 MODEL, SERVER, DECODING, SAMPLING, DISPLAY = "Model", "Server", "Decoding", "Sampling", "Display"
 
@@ -33,14 +34,9 @@ class Dtype(str, Enum):
     FLOAT16 = "float16"
 
 
-class Quantize(str, Enum):
-    AUTO = "auto"
-    NONE = "none"
-    INT8 = "int8"
-    INT4 = "int4"
-
-
-RuntimeKind = Enum("RuntimeKind", {kind.upper(): kind for kind in ("auto", *KINDS)}, type=str)
+# The command line's choices: a scheme or a runtime name, or what pld picks (auto, none).
+Quantize = Enum("Quantize", {c.upper(): c for c in ("auto", "none", *Scheme)}, type=str)
+RuntimeChoice = Enum("RuntimeChoice", {c.upper(): c for c in ("auto", *RuntimeName)}, type=str)
 
 
 class DraftMode(str, Enum):
@@ -52,62 +48,101 @@ def option(*names: str, panel: str, help: str, **kwargs) -> typer.models.OptionI
     return typer.Option(*names, help=help, rich_help_panel=panel, **kwargs)
 
 
+# Help too long for one line: its first sentence (or clause) is the option's line under -h
+# (brief.py), the whole text shows under --help.
+RUNTIME_HELP = (
+    "Which forward runs the model. native: pld's own Llama-family forward; static: transformers' "
+    "forward on a preallocated KV cache (both with CUDA graphs on CUDA); dynamic: transformers' "
+    "growing cache; auto: native where the model is covered, else static where the model allows, "
+    "else dynamic."
+)
+QUANTIZE_HELP = (
+    "Weights for pld's own forward (CPU). int8 in groups of 32 (through pld's C kernel where it "
+    "is built here, else per output channel through torch's) or int4 in groups of 32, quantized "
+    "at load (once: the copy is cached); pld's output still equals --no-pld's. auto: float "
+    "weights where they fit the memory available, else int8, else int4; float on a GPU."
+)
+SERVER_HELP = (
+    "Decode on an OpenAI-compatible server (vLLM: its batching and n-gram drafting) instead of on "
+    "this machine; -m then names the served model (default: the first it lists)."
+)
+JOBS_HELP = (
+    "With --server: calls in flight at once (files, and chunks of long ones); the server batches "
+    "them."
+)
+TOKENIZER_HELP = (
+    "With --server: the served model's tokenizer (a folder or hub id; default: the model's path "
+    "on the server if it is on this machine, else the served name)."
+)
+NUM_DRAFT_HELP = (
+    "Most draft tokens verified per pass (adaptive drafting verifies fewer when they do not pay)."
+)
+DRAFT_HELP = (
+    "How many draft tokens to verify each pass. adaptive: as many as pay off under measured pass "
+    "costs; fixed: always up to --num-draft."
+)
+CHUNK_TOKENS_HELP = (
+    "Cut documents over this many tokens into parts (long documents are cut anyway where they "
+    "exceed the context)."
+)
+REPETITION_PENALTY_HELP = (
+    "Penalize tokens already in the text. Their scores are divided by this, as in transformers' "
+    "generate (1 is off; default: the model's generation_config, else 1)."
+)
+ALLOW_REPETITION_HELP = (
+    "Let a summary go on when it repeats itself (by default it stops at a "
+    f"{DecodeConfig.loop_span}-token span's second repeat)."
+)
+VERBOSE_HELP = (
+    "More detail on stderr (which runtime runs and why, each pass's draft length and why; library "
+    "warnings)."
+)
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """The model and decoding options every command takes, with their one set of defaults."""
 
     model: Annotated[
         str | None,
-        option("-m", "--model", panel=MODEL, envvar="PLD_MODEL", show_default=False,
-               help="Hub id, local folder or .gguf file (default: the embedded "
-               "SmolLM2-135M-Instruct)"),
-    ] = None  # fmt: skip
+        option(
+            "-m",
+            "--model",
+            panel=MODEL,
+            envvar="PLD_MODEL",
+            show_default=False,
+            help="Hub id, local folder or .gguf file (default: the embedded SmolLM2-135M-Instruct)",
+        ),
+    ] = None
     revision: Annotated[str | None, option(panel=MODEL, help="Hub revision.")] = None
     device: Annotated[str, option(panel=MODEL, help="auto | cpu | cuda | cuda:N")] = "auto"
     dtype: Annotated[
         Dtype, option(panel=MODEL, help="auto: bfloat16 on CUDA, float32 on a CPU.")
     ] = Dtype.AUTO
-    runtime: Annotated[
-        RuntimeKind,
-        option(panel=MODEL, help="native: pld's own Llama-family forward; static: transformers' "
-               "forward on a preallocated KV cache (both with CUDA graphs on CUDA); dynamic: "
-               "transformers' growing cache; auto: native where the model is covered, else "
-               "static where the model allows, else dynamic."),
-    ] = RuntimeKind.AUTO  # fmt: skip
-    quantize: Annotated[
-        Quantize,
-        option(panel=MODEL, help="Weights for pld's own forward (CPU): int8 per output channel or "
-               "int4 in groups, quantized at load (once: the copy is cached); pld's output still "
-               "equals --no-pld's. auto: float weights where they fit the memory available, "
-               "else int8, else int4; float on a GPU."),
-    ] = Quantize.AUTO  # fmt: skip
+    runtime: Annotated[RuntimeChoice, option(panel=MODEL, help=RUNTIME_HELP)] = RuntimeChoice.AUTO
+    quantize: Annotated[Quantize, option(panel=MODEL, help=QUANTIZE_HELP)] = Quantize.AUTO
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")
     ] = False
     server: Annotated[
         str | None,
-        option("--server", panel=SERVER, envvar="PLD_SERVER", show_default=False,
-               help="Decode on this OpenAI-compatible server (vLLM: its batching and n-gram "
-               "drafting) instead of on this machine; -m then names the served model "
-               "(default: the first it lists)."),
-    ] = None  # fmt: skip
+        option("--server", panel=SERVER, envvar="PLD_SERVER", show_default=False, help=SERVER_HELP),
+    ] = None
     api_key: Annotated[
         str | None,
-        option("--api-key", panel=SERVER, envvar="OPENAI_API_KEY", show_default=False,
-               show_envvar=True, help="The server's API key, if it wants one."),
-    ] = dataclasses.field(default=None, repr=False)  # fmt: skip
-    jobs: Annotated[
-        int,
-        option("-j", "--jobs", min=1, panel=SERVER,
-               help="With --server: calls in flight at once (files, and chunks of long ones); "
-               "the server batches them."),
-    ] = 1  # fmt: skip
+        option(
+            "--api-key",
+            panel=SERVER,
+            envvar="OPENAI_API_KEY",
+            show_default=False,
+            show_envvar=True,
+            help="The server's API key (if it wants one).",
+        ),
+    ] = dataclasses.field(default=None, repr=False)
+    jobs: Annotated[int, option("-j", "--jobs", min=1, panel=SERVER, help=JOBS_HELP)] = 1
     tokenizer: Annotated[
-        str | None,
-        option(panel=SERVER, show_default=False,
-               help="With --server: the served model's tokenizer, a folder or hub id (default: "
-               "the model's path on the server if it is on this machine, else the served name)."),
-    ] = None  # fmt: skip
+        str | None, option(panel=SERVER, show_default=False, help=TOKENIZER_HELP)
+    ] = None
     timeout: Annotated[
         float,
         option(min=1.0, panel=SERVER, help="With --server: seconds to wait for its next word."),
@@ -121,37 +156,26 @@ class Settings:
     ngram_min: Annotated[int, option(min=1, panel=DECODING, help="Shortest n-gram to match.")] = (
         DecodeConfig.ngram_min
     )
-    num_draft: Annotated[
-        int,
-        option(min=0, panel=DECODING, help="Most draft tokens verified per pass (adaptive "
-               "drafting verifies fewer when they do not pay)."),
-    ] = DecodeConfig.num_draft  # fmt: skip
+    num_draft: Annotated[int, option(min=0, panel=DECODING, help=NUM_DRAFT_HELP)] = (
+        DecodeConfig.num_draft
+    )
     draft: Annotated[
         DraftMode,
-        option(panel=DECODING, help="adaptive: verify as many draft tokens as pay off under "
-               "measured pass costs; fixed: always up to --num-draft."),
-    ] = DraftMode(DecodeConfig.draft)  # fmt: skip
+        option(panel=DECODING, help=DRAFT_HELP),
+    ] = DraftMode(DecodeConfig.draft)
     chunk_tokens: Annotated[
-        int | None,
-        option(min=1, panel=DECODING, show_default=False,
-               help="Cut documents longer than this many tokens into parts (long documents are "
-               "cut anyway where they exceed the context)."),
-    ] = None  # fmt: skip
+        int | None, option(min=1, panel=DECODING, show_default=False, help=CHUNK_TOKENS_HELP)
+    ] = None
     repetition_penalty: Annotated[
         float | None,
-        option(min=0.0, panel=DECODING, show_default=False,
-               help="Divide the scores of tokens already in the text by this (as transformers' "
-               "generate; 1 is off; default: the model's generation_config, else 1)"),
-    ] = None  # fmt: skip
+        option(min=0.0, panel=DECODING, show_default=False, help=REPETITION_PENALTY_HELP),
+    ] = None
     allow_repetition: Annotated[
-        bool,
-        option("--allow-repetition", panel=DECODING,
-               help="Let a summary go on when it starts repeating a passage of its own "
-               f"(by default it stops at a {DecodeConfig.loop_span}-token span's second repeat)."),
-    ] = False  # fmt: skip
-    temperature: Annotated[float, option(min=0.0, panel=SAMPLING, help="0 decodes greedily.")] = (
-        SamplingConfig.temperature
-    )
+        bool, option("--allow-repetition", panel=DECODING, help=ALLOW_REPETITION_HELP)
+    ] = False
+    temperature: Annotated[
+        float, option(min=0.0, panel=SAMPLING, help="Sampling temperature (0 decodes greedily).")
+    ] = SamplingConfig.temperature
     top_p: Annotated[
         float, option(min=0.0, max=1.0, panel=SAMPLING, help="Nucleus sampling mass (above 0).")
     ] = SamplingConfig.top_p
@@ -160,16 +184,12 @@ class Settings:
     ] = SamplingConfig.top_k
     seed: Annotated[
         int | None,
-        option(panel=SAMPLING, help="Random seed: the same seed and settings give the same text."),
+        option(panel=SAMPLING, help="Random seed (the same seed and settings give the same text)."),
     ] = SamplingConfig.seed
     quiet: Annotated[
         bool, option("-q", "--quiet", panel=DISPLAY, help="Nothing on stderr but errors.")
     ] = False
-    verbose: Annotated[
-        bool,
-        option("--verbose", panel=DISPLAY, help="Which runtime runs and why, each pass's draft "
-               "length and why, library warnings."),
-    ] = False  # fmt: skip
+    verbose: Annotated[bool, option("--verbose", panel=DISPLAY, help=VERBOSE_HELP)] = False
     debug: Annotated[
         bool, option("--debug", panel=DISPLAY, help="Show the traceback of any error.")
     ] = False
@@ -203,11 +223,19 @@ class Settings:
         )
 
     def model_spec(self):  # -> ModelSpec; its module imports torch, so only when a command runs
-        from pld_cli.tasks.models import ModelSpec
+        from pld_cli.loading.models import ModelSpec
 
-        return ModelSpec(self.model, self.revision, self.device, self.dtype.value,
-                         self.trust_remote_code, self.runtime.value,
-                         self.quantize.value)  # fmt: skip
+        return ModelSpec(
+            self.model,
+            self.revision,
+            self.device,
+            self.dtype.value,
+            self.trust_remote_code,
+            None if self.runtime.value == "auto" else RuntimeName(self.runtime.value),
+            self.quantize.value
+            if self.quantize.value in ("auto", "none")
+            else Scheme(self.quantize.value),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,9 +257,12 @@ class Display:
     ] = False
     compare: Annotated[
         bool,
-        option("--compare", panel=DISPLAY,
-               help="Also decode without drafting; report the measured speedup."),
-    ] = False  # fmt: skip
+        option(
+            "--compare",
+            panel=DISPLAY,
+            help="Also decode without drafting; report the measured speedup.",
+        ),
+    ] = False
     json: Annotated[
         bool, option("--json", panel=DISPLAY, help="One JSON object on stdout instead of text.")
     ] = False
@@ -245,18 +276,18 @@ def with_options(**defaults) -> Callable[[Callable], Callable]:
         hints = typing.get_type_hints(command, include_extras=True)
         params, groups = [], {}
         for param in inspect.signature(command).parameters.values():
-            kind = hints[param.name]
-            if dataclasses.is_dataclass(kind):
-                groups[param.name] = kind
-                params += group_parameters(kind, defaults)
+            hint = hints[param.name]
+            if dataclasses.is_dataclass(hint):
+                groups[param.name] = hint
+                params += group_parameters(hint, defaults)
             else:
-                params.append(param.replace(annotation=kind))
+                params.append(param.replace(annotation=hint))
 
         @functools.wraps(command)
         def run(**kwargs):
-            for name, kind in groups.items():
-                values = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(kind)}
-                kwargs[name] = kind(**values)
+            for name, group in groups.items():
+                values = {f.name: kwargs.pop(f.name) for f in dataclasses.fields(group)}
+                kwargs[name] = group(**values)
             return command(**kwargs)
 
         run.__signature__ = inspect.Signature(params)
@@ -266,8 +297,8 @@ def with_options(**defaults) -> Callable[[Callable], Callable]:
     return decorate
 
 
-def group_parameters(kind: type, defaults: dict) -> list[inspect.Parameter]:
-    hints = typing.get_type_hints(kind, include_extras=True)
+def group_parameters(group: type, defaults: dict) -> list[inspect.Parameter]:
+    hints = typing.get_type_hints(group, include_extras=True)
     return [
         inspect.Parameter(
             field.name,
@@ -275,5 +306,5 @@ def group_parameters(kind: type, defaults: dict) -> list[inspect.Parameter]:
             default=defaults.get(field.name, field.default),
             annotation=hints[field.name],
         )
-        for field in dataclasses.fields(kind)
+        for field in dataclasses.fields(group)
     ]

@@ -16,8 +16,8 @@ from pathlib import Path
 from pld_cli.cli.options import Settings
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.files import check_target, read_document
+from pld_cli.loading.sources import check_source
 from pld_cli.tasks.prompts import Task
-from pld_cli.tasks.sources import check_source
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,11 @@ def prepare(request: Request, settings: Settings, json_records: bool) -> list[En
 def refuse_local_only(request: Request, settings: Settings) -> None:
     """What only pld's own engine can do, asked of a server."""
     if not request.use_pld:
-        raise PldError("--no-pld with --server: the server drafts or not as it was started "
-                       "(its --speculative-config)", code=ExitStatus.USAGE)  # fmt: skip
+        raise PldError(
+            "--no-pld with --server: the server drafts or not as it was started "
+            "(its --speculative-config)",
+            code=ExitStatus.USAGE,
+        )
 
 
 def entry(request: Request, path: str | None, json_records: bool) -> Entry:

@@ -7,8 +7,13 @@ from pld_cli.tasks.result import Result
 
 
 def as_json(result: Result, model: str, plain: Result | None, parts: list[Part], file: str) -> dict:
-    out = {"file": file, "text": result.text, "model": model, "stats": result.stats.as_dict(),
-           "stop": result.stats.stop}  # fmt: skip
+    out = {
+        "file": file,
+        "text": result.text,
+        "model": model,
+        "stats": result.stats.as_dict(),
+        "stop": result.stats.stop,
+    }
     if plain is not None:
         out["compare"] = {
             "plain": plain.stats.as_dict(),
@@ -22,9 +27,15 @@ def as_json(result: Result, model: str, plain: Result | None, parts: list[Part],
 
 
 def part_json(part: Part) -> dict:
-    out = {"index": part.index, "round": part.round, "where": part.where, "chars": part.chars,
-           "prompt_tokens": part.result.stats.prompt_tokens, "stats": part.result.stats.as_dict(),
-           "stop": part.result.stats.stop}  # fmt: skip
+    out = {
+        "index": part.index,
+        "round": part.round,
+        "where": part.where,
+        "chars": part.chars,
+        "prompt_tokens": part.result.stats.prompt_tokens,
+        "stats": part.result.stats.as_dict(),
+        "stop": part.result.stats.stop,
+    }
     if part.plain is not None:
         out["identical"] = part.plain.token_ids == part.result.token_ids
     return out

@@ -153,7 +153,8 @@ class Ui:
             ("prefill", lambda s: f"{s.prefill_s:.2f} s"),
             ("decode", lambda s: f"{s.decode_s:.2f} s"),
             ("tok/s", lambda s: f"{s.tokens_per_s:.1f}"),
-            ("stopped at", lambda s: s.stop or "-"),
+            ("stopped at", lambda s: f"{s.stop or '-'}"),
+            ("cut (loop repeats)", lambda s: f"{s.removed_tokens} tokens"),
         ]
         for label, cell in rows:
             table.add_row(label, *(cell(stats) for stats in runs.values()))
@@ -163,15 +164,32 @@ class Ui:
         """One row per call of a long document."""
         compare = parts[0].plain is not None
         table = Table(title="pld calls", title_justify="left")
-        columns = ["#", "round", "part", "chars", "prompt tok", "new tok", "tok/s", "copy rate",
-                   "stop"] + (["plain tok/s", "identical"] if compare else [])  # fmt: skip
+        columns = [
+            "#",
+            "round",
+            "part",
+            "chars",
+            "prompt tok",
+            "new tok",
+            "tok/s",
+            "copy rate",
+            "stop",
+        ] + (["plain tok/s", "identical"] if compare else [])
         for column in columns:
             table.add_column(column, justify="left" if column == "part" else "right")
         for part in parts:
             stats = part.result.stats
-            row = [f"{part.index}", f"{part.round}", part.where, f"{part.chars}",
-                   f"{stats.prompt_tokens}", f"{stats.new_tokens}", f"{stats.tokens_per_s:.1f}",
-                   f"{stats.copy_rate:.1%}", stats.stop or "-"]  # fmt: skip
+            row = [
+                f"{part.index}",
+                f"{part.round}",
+                part.where,
+                f"{part.chars}",
+                f"{stats.prompt_tokens}",
+                f"{stats.new_tokens}",
+                f"{stats.tokens_per_s:.1f}",
+                f"{stats.copy_rate:.1%}",
+                f"{stats.stop or '-'}",
+            ]
             if part.plain is not None:
                 same = part.plain.token_ids == part.result.token_ids
                 row += [f"{part.plain.stats.tokens_per_s:.1f}", "yes" if same else "NO"]

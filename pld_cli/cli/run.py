@@ -27,6 +27,7 @@ from pld_cli.cli.records import as_json
 from pld_cli.cli.render import Ui
 from pld_cli.cli.tally import Tally, close
 from pld_cli.core.config import DecodeConfig
+from pld_cli.core.decode import Stop
 from pld_cli.core.stats import Stats
 from pld_cli.engines import open_engine
 from pld_cli.errors import ExitStatus, PldError
@@ -60,8 +61,9 @@ def execute(
         engine.prepare(positions, config, report, ui.detail)
     jobs = min(settings.jobs, engine.parallel)
     if settings.jobs > jobs:
-        ui.note(f"-j {settings.jobs}: this engine decodes one call at a time "
-                "(--server for several)")  # fmt: skip
+        ui.note(
+            f"-j {settings.jobs}: this engine decodes one call at a time (--server for several)"
+        )
     worker = Worker(engine, config, settings, display, ui, concurrent=jobs > 1)
     outcomes = worker.outcomes(documents, splitter, jobs)
     try:
@@ -181,9 +183,11 @@ class Worker:
                 result = run_task(self.engine, task, self.config, observe=observe)
             except PldError as exc:  # input too long, a server's fault: which part
                 raise PldError(str(exc) if whole else f"{where}: {exc}", exc.code) from None
-        if result.stats.stop == "repetition":
-            self.ui.note(f"{label}: stopped where the output began to repeat itself "
-                         "(--allow-repetition goes on)")  # fmt: skip
+        if result.stats.stop == Stop.REPETITION:
+            self.ui.note(
+                f"{label}: stopped where the output began to repeat itself "
+                "(--allow-repetition goes on)"
+            )
         plain = None
         if self.display.compare:
             # One line per call of a long document would only repeat its "chunk" line.
@@ -201,9 +205,13 @@ class Worker:
             self.ui.stats_table({label: result.stats} | ({"plain": plain.stats} if plain else {}))
 
     def deliver(
-        self, doc: Document, request: Request, parts: list[Part], result: Result,
+        self,
+        doc: Document,
+        request: Request,
+        parts: list[Part],
+        result: Result,
         plain: Result | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """One rule for a cut result (stopped at --max-new-tokens): shown on stdout or in JSON
         with a warning (exit 3), never written to a file or diffed (refused, exit 3)."""
         destination = Path(doc.path) if request.write else request.output

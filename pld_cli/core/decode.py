@@ -11,6 +11,7 @@ import functools
 import time
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
@@ -19,6 +20,18 @@ from pld_cli.core.repetition import LoopStop, PenalizedRuntime
 from pld_cli.core.runtime import Runtime
 from pld_cli.core.sampling import Sampler, verify_sampled
 from pld_cli.core.verify import accepted_prefix, verify_greedy
+
+
+class Stop(str, Enum):
+    """Why decoding ended, on the last pass (and in a run's stats and JSON)."""
+
+    EOS = "eos"  # the model's end-of-sequence token
+    MAX_NEW_TOKENS = "max_new_tokens"  # --max-new-tokens reached
+    CONTEXT = "context"  # the model's context is full
+    REPETITION = "repetition"  # the loop stop: the output began to repeat itself
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -39,7 +52,7 @@ class Pass:
     source: int | None  # sequence position the draft was copied from
     from_prompt: bool | None  # whether that position lies in the prompt
     seconds: float  # drafting + forward + acceptance
-    stop: str | None = None  # 'eos' | 'max_new_tokens' | 'context' | 'repetition' on the last pass
+    stop: Stop | None = None  # on the last pass only
     candidates: int = 0  # draft tokens the lookup offered, before the policy cut them
     reason: str = ""  # why this many were verified
 
@@ -103,7 +116,7 @@ def generate(
         produced += len(emitted)
         pending = emitted[-1]
         stop = (
-            "repetition" if looped else stop_reason(emitted[-1], eos_ids, produced, runtime, config)
+            Stop.REPETITION if looped else stop_reason(pending, eos_ids, produced, runtime, config)
         )
         yield Pass(
             drafted=tuple(draft),
@@ -129,11 +142,11 @@ def cut_after_eos(tokens: list[int], eos_ids: Collection[int]) -> list[int]:
 
 def stop_reason(
     last: int, eos_ids: Collection[int], produced: int, runtime: Runtime, config: DecodeConfig
-) -> str | None:
+) -> Stop | None:
     if last in eos_ids:
-        return "eos"
+        return Stop.EOS
     if produced >= config.max_new_tokens:
-        return "max_new_tokens"
+        return Stop.MAX_NEW_TOKENS
     if runtime.length >= runtime.context_limit:
-        return "context"
+        return Stop.CONTEXT
     return None

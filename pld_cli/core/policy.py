@@ -1,18 +1,14 @@
 """Cost-aware draft length: verify as many draft tokens as maximise expected tokens per second.
 
-A pass over q positions costs t(q) (measured, see costs.py). A draft whose i-th token survives with
-probability p_i (given the i-1 before it survived) yields E(k) = 1 + sum_{i<=k} prod_{j<=i} p_j
-tokens from a pass over k + 1 positions; the policy picks k in [0, cap] maximising E(k) / t(k+1).
-p_i is learned online per "run so far": how many tokens in a row the current copy has matched,
-counting the n-gram match itself, because a copy that has held for long tends to keep holding.
-The first token of an ambiguous fresh match (its n-gram was followed by different tokens before)
-has an estimate of its own: on the sample corpora it held about 15-25% of the time, against
-50-75% for a match whose earlier occurrences agree.
-
-The priors are worth 3-5 observations each. Those of copies that have held for 4+ tokens are the
-rates measured on the sample corpora (replayed greedy outputs, 64 tokens per item): 0.79 for runs
-of 4-7, 0.94 for 8-15, 0.98 for 16+. Lower guesses (0.75, 0.8, 0.9) made pld verify too few tokens
-of a long copy before the online counts caught up within a document.
+A pass over q positions costs t(q) (measured: runtime/calibration/costs.py). A draft whose i-th
+token survives with probability p_i (given the i-1 before it survived) yields E(k) = 1 +
+sum_{i<=k} prod_{j<=i} p_j tokens from a pass over k + 1 positions; the policy picks k in [0, cap]
+maximising E(k) / t(k+1). p_i is learned online per "run so far" (how many tokens in a row the
+current copy has matched, the n-gram match included), since a copy that has held tends to keep
+holding; the first token of an ambiguous fresh match (its n-gram was followed by different tokens
+before) has its own estimate, as it holds far less often. The priors are worth 3-5 observations;
+those of long runs are the sample corpora's rates, since lower guesses made pld verify too few
+tokens of a long copy (docs/design-measurements.md).
 """
 
 from __future__ import annotations

@@ -20,8 +20,9 @@ class ScriptedRuntime:
     refusal = None
     paths: tuple[str, ...] = ()
 
-    def __init__(self, script: Sequence[int], vocab_size: int | None = None,
-                 context_limit: int = 1000) -> None:  # fmt: skip
+    def __init__(
+        self, script: Sequence[int], vocab_size: int | None = None, context_limit: int = 1000
+    ) -> None:
         self.script = list(script)
         self.vocab_size = vocab_size or max(self.script) + 1
         self.context_limit = context_limit

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pld_cli.core.decode import Event, Prefill
+from pld_cli.core.decode import Event, Prefill, Stop
 
 
 @dataclass
@@ -28,7 +28,8 @@ class Stats:
     passes_accepting: int = 0
     prefill_s: float = 0.0
     decode_s: float = 0.0
-    stop: str | None = None
+    stop: Stop | None = None
+    removed_tokens: int = 0  # generated, then cut from the delivered text (a loop's repeats)
     # False where the engine does not say how many tokens it drafted (a server without per-request
     # metrics): drafted_tokens is then unknown (null in JSON), never a guess.
     drafts_known: bool = True
@@ -54,15 +55,24 @@ class Stats:
         for i in range(min(len(event.drafted), event.accepted + 1)):
             self.count_position(i, 1, i < event.accepted)
 
-    COUNTS = ("prompt_tokens", "new_tokens", "passes", "drafted_tokens", "accepted_tokens",
-              "passes_accepting", "prefill_s", "decode_s")  # fmt: skip
+    COUNTS = (
+        "prompt_tokens",
+        "new_tokens",
+        "passes",
+        "drafted_tokens",
+        "accepted_tokens",
+        "passes_accepting",
+        "prefill_s",
+        "decode_s",
+        "removed_tokens",
+    )
 
     @classmethod
     def merged(cls, runs: Sequence[Stats]) -> Stats:
         """The stats of several decodes as one (a long document's calls, a run's files): counts
         and times summed, the first one's costs; a call cut short makes the whole incomplete, so
         the stop is the first that is not EOS, else the last one's."""
-        stop = next((s.stop for s in runs if s.stop != "eos"), runs[-1].stop) if runs else None
+        stop = next((s.stop for s in runs if s.stop != Stop.EOS), runs[-1].stop) if runs else None
         out = cls(costs=runs[0].costs if runs else None, stop=stop)
         out.drafts_known = all(stats.drafts_known for stats in runs)
         for stats in runs:
@@ -137,6 +147,7 @@ class Stats:
             "tokens_per_pass": round(self.tokens_per_pass, 3),
             "copy_rate": round(self.copy_rate, 4),
             "mean_accepted": round(self.mean_accepted, 3),
+            "removed_tokens": self.removed_tokens,
         }
 
 

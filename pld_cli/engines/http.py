@@ -116,8 +116,9 @@ class Client:
             return Response(connection.getresponse(), connection, sock, self)
         except TimeoutError:
             self.forget(connection, sock)
-            raise ServerError(f"no answer from the server at {self.where} within "
-                              f"{self.timeout:g} s (--timeout)") from None  # fmt: skip
+            raise ServerError(
+                f"no answer from the server at {self.where} within {self.timeout:g} s (--timeout)"
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             self.forget(connection, sock)
             raise ServerError(f"cannot reach the server at {self.where}: {reason(exc)}") from None
@@ -184,8 +185,9 @@ def events(response: Response, where: str, timeout: float) -> Iterator[str]:
         try:
             raw = response.readline()
         except TimeoutError:
-            raise ServerError(f"the server at {where} sent nothing for {timeout:g} s "
-                              "(--timeout)") from None  # fmt: skip
+            raise ServerError(
+                f"the server at {where} sent nothing for {timeout:g} s (--timeout)"
+            ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise ServerError(
                 f"the connection to {where} broke mid-answer: {reason(exc)}"

@@ -1,6 +1,6 @@
 """pld's own engine: a model loaded on this machine, its runtime, and the draft/verify loop.
 
-`decode_ids` is the loop over prompt ids on a runtime made ready by tasks/ready.py; `LocalEngine`
+`decode_ids` is the loop over prompt ids on a runtime made ready by loading/ready.py; `LocalEngine`
 is that loop behind the task-level `Engine` seam (tasks/engine.py). One call at a time: the model
 and its KV cache are one.
 """
@@ -10,10 +10,11 @@ from __future__ import annotations
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
+from pld_cli.loading.models import LoadedModel, load_model
+from pld_cli.loading.ready import ready
 from pld_cli.runtime.context import context_limit
+from pld_cli.runtime.names import RuntimeName
 from pld_cli.tasks.engine import Note, OnPass
-from pld_cli.tasks.models import LoadedModel, load_model
-from pld_cli.tasks.ready import ready
 
 
 def decode_ids(
@@ -21,10 +22,10 @@ def decode_ids(
     ids: list[int],
     config: DecodeConfig,
     on_pass: OnPass | None = None,
-    runtime_kind: str | None = None,
+    runtime_name: RuntimeName | None = None,
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats."""
-    runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_kind)
+    runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
     stats, tokens = Stats(costs=costs), []
     for event in generate(runtime, ids, loaded.eos_ids, config, costs):
         stats.add(event)
@@ -48,9 +49,7 @@ class LocalEngine:
         self.eos_ids = loaded.eos_ids
         self.repetition_penalty = loaded.repetition_penalty
 
-    def prepare(
-        self, positions: int, config: DecodeConfig, report: Note, note: Note
-    ) -> None:  # fmt: skip
+    def prepare(self, positions: int, config: DecodeConfig, report: Note, note: Note) -> None:
         ready(self.loaded, positions, config, report=report, note=note)
 
     def decode(

@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable
 
 from pld_cli.core.config import DecodeConfig
-from pld_cli.core.decode import Pass, Prefill
+from pld_cli.core.decode import Pass, Prefill, Stop
 from pld_cli.core.repetition import LoopStop
 from pld_cli.core.stats import Stats
 from pld_cli.engines.http import Client, ServerError
 from pld_cli.errors import ExitStatus, PldError
 from pld_cli.tasks.engine import Note, OnPass
 
-STOPS = {"stop": "eos", "length": "max_new_tokens"}  # finish_reason -> pld's stop
+STOPS = {"stop": Stop.EOS, "length": Stop.MAX_NEW_TOKENS}  # finish_reason -> pld's stop
 Tokenize = Callable[[str], list[int]]
 
 
@@ -51,11 +51,11 @@ class ServerEngine:
         self.slots = threading.BoundedSemaphore(parallel)
         self.text_prompts = False  # the server takes only text: the prompt ids rendered
 
-    def prepare(
-        self, positions: int, config: DecodeConfig, report: Note, note: Note
-    ) -> None:  # fmt: skip
-        note(f"engine: {self.name} on the server at {self.client.where}, "
-             f"up to {self.parallel} calls at once")  # fmt: skip
+    def prepare(self, positions: int, config: DecodeConfig, report: Note, note: Note) -> None:
+        note(
+            f"engine: {self.name} on the server at {self.client.where}, "
+            f"up to {self.parallel} calls at once"
+        )
 
     def decode(
         self, ids: list[int], config: DecodeConfig, on_pass: OnPass | None = None
@@ -86,7 +86,7 @@ class ServerEngine:
             stop = finish(choice.get("finish_reason"))
             keep = loops.extend(step) if loops else None
             if keep is not None:
-                step, stop = step[:keep], "repetition"
+                step, stop = step[:keep], Stop.REPETITION
             if not stats.prompt_tokens:  # the first chunk comes with the prefill: timed with it
                 stats.add(Prefill(len(ids), now - start))
             elif not step and stop is None:
@@ -97,7 +97,7 @@ class ServerEngine:
             stats.add(event_)
             if on_pass:
                 on_pass(event_, stats)
-            if stop == "repetition":
+            if stop == Stop.REPETITION:
                 break  # closing the stream cancels the request on the server
         if stats.stop is None:
             raise ServerError("the server's stream ended without a finish reason")
@@ -136,7 +136,7 @@ def chunk_tokens(choice: dict, tokenizer) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
 
-def finish(reason: str | None) -> str | None:
+def finish(reason: str | None) -> Stop | None:
     if reason is None:
         return None
     if reason not in STOPS:
@@ -164,8 +164,10 @@ def open_engine(settings, report: Note) -> ServerEngine:
     if not names:
         raise PldError(f"the server at {client.where} lists no model (/v1/models)")
     if settings.model and settings.model not in names:
-        raise PldError(f"-m {settings.model}: the server at {client.where} serves "
-                       f"{', '.join(names)}", code=ExitStatus.USAGE)  # fmt: skip
+        raise PldError(
+            f"-m {settings.model}: the server at {client.where} serves {', '.join(names)}",
+            code=ExitStatus.USAGE,
+        )
     name = settings.model or names[0]
     entry = listed[names.index(name)]
     tokenizer, eos_ids, context = served_tokenizer(name, entry, settings.tokenizer)

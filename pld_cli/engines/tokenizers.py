@@ -12,15 +12,15 @@ from pathlib import Path
 from transformers import AutoTokenizer, GenerationConfig
 
 from pld_cli.errors import PldError
+from pld_cli.loading.models import from_pretrained
 from pld_cli.runtime.context import UNKNOWN
-from pld_cli.tasks.models import from_pretrained
 
 LARGEST_SANE_CONTEXT = 10_000_000  # tokenizers without a limit say 1e30
 
 
 def served_tokenizer(
     name: str, entry: dict, choice: str | None
-) -> tuple[object, frozenset[int], int]:  # fmt: skip
+) -> tuple[object, frozenset[int], int]:
     """(tokenizer, EOS ids, context) of the served model `name`, its /v1/models `entry`."""
     root = entry.get("root")
     candidates = [choice] if choice else [c for c in (root, name) if isinstance(c, str) and c]
@@ -33,8 +33,10 @@ def served_tokenizer(
             continue
     if tokenizer is None:
         tried = ", ".join(candidates)
-        raise PldError(f"cannot find the tokenizer of the served model {name} (tried {tried}); "
-                       "name a folder or hub id with --tokenizer")  # fmt: skip
+        raise PldError(
+            f"cannot find the tokenizer of the served model {name} (tried {tried}); "
+            "name a folder or hub id with --tokenizer"
+        )
     context = entry.get("max_model_len")
     if not isinstance(context, int) or context <= 0:
         limit = getattr(tokenizer, "model_max_length", 0) or 0

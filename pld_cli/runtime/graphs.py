@@ -4,7 +4,7 @@ A pass of q positions replays the graph of the smallest captured size of at leas
 (`kernels.PADDED_SIZES`). Every graph is captured once, largest first, in one memory pool, and
 each is checked by replays against eager passes on the same input: one of its own length, and one
 padded up to it where a shorter length rounds up to it. A replay that disagrees raises, and the
-runtime runs eagerly (runtime/opening.py). native_graphs.py and cuda_graphs.py hold how each
+runtime runs eagerly (runtime/opening.py). native/graphs.py and hf/graphs.py hold how each
 runtime records and feeds a graph.
 """
 

@@ -1,17 +1,12 @@
 """The two kernels pld's forwards share: a padded linear layout and sdpa over folded query heads.
 
-- A linear layer over a few rows as `W @ x.T`, x.T a transposed view of rows padded to a size of
-  `PADDED_SIZES`: on some CPUs MKL's `x @ W.T` streams the weights once per row (and repacks
-  them), this layout once for all rows (a contiguous x.T is as slow as `x @ W.T`). A single row
-  is padded to two: as one column, `W @ x.T` is a matrix-vector product, which MKL ran at about
-  half the speed of two columns on this project's CPUs (default model, float32, a one-position
-  pass over 1,024 tokens: 42.5 ms as one row, 24.6 as two).
-- Attention with grouped KV heads: each KV head's query heads folded into extra query rows, the
-  mask repeated to match, so keys and values are never repeated per query head and sdpa stays on
-  its fused kernel even with a mask.
-
-The native runtime (native.py) runs both always or per pass size; the CPU kernels (cpu_kernels.py)
-swap them into transformers' forward.
+- A linear layer over a few rows as `W @ x.T` over rows padded to a size of `PADDED_SIZES`: on
+  some CPUs MKL's `x @ W.T` streams the weights once per row, this layout once for all rows. One
+  row is padded to two, since MKL ran the matrix-vector product at about half the speed of two
+  columns (docs/design-measurements.md).
+- Attention with grouped KV heads folded into extra query rows: keys and values are never repeated
+  per query head, and sdpa stays on its fused kernel even with a mask.
+The native runtime (native/runtime.py) runs them; hf/cpu_kernels.py swaps them into transformers'.
 """
 
 from __future__ import annotations

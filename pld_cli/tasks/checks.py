@@ -23,8 +23,16 @@ try:  # Python 3.11+
 except ImportError:  # pragma: no cover - 3.10 has no TOML parser in the standard library
     tomllib = None
 
-FORMATS = {".py": "Python", ".pyi": "Python", ".json": "JSON", ".toml": "TOML", ".yaml": "YAML",
-           ".yml": "YAML", ".md": "Markdown", ".markdown": "Markdown"}  # fmt: skip
+FORMATS = {
+    ".py": "Python",
+    ".pyi": "Python",
+    ".json": "JSON",
+    ".toml": "TOML",
+    ".yaml": "YAML",
+    ".yml": "YAML",
+    ".md": "Markdown",
+    ".markdown": "Markdown",
+}
 SHOWN = 6  # structure names listed on the summary line before "and N more"
 
 
@@ -54,9 +62,14 @@ class Check:
 
     def as_dict(self) -> dict:
         """The `--json` check object; these names are an interface."""
-        out = {"format": self.format, "parses": self.parses, "removed": self.removed,
-               "added": self.added, "insertions": self.insertions,
-               "deletions": self.deletions}  # fmt: skip
+        out = {
+            "format": self.format,
+            "parses": self.parses,
+            "removed": self.removed,
+            "added": self.added,
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+        }
         return out | ({"error": self.error} if self.error else {})
 
 
@@ -175,8 +188,11 @@ def parse_markdown(text: str) -> list[str]:
 
 
 PARSERS: dict[str | None, Callable[[str], object]] = {
-    "Python": parse_python, "JSON": parse_json, "YAML": parse_yaml, "Markdown": parse_markdown,
-} | ({"TOML": parse_toml} if tomllib else {})  # fmt: skip
+    "Python": parse_python,
+    "JSON": parse_json,
+    "YAML": parse_yaml,
+    "Markdown": parse_markdown,
+} | ({"TOML": parse_toml} if tomllib else {})
 
 
 def structure(fmt: str, tree: object) -> list[str]:

@@ -27,8 +27,12 @@ HEADING = re.compile(
 PARAGRAPH = re.compile(r"\n(?:[ \t]*\n)+")  # one or more blank lines
 LINE = re.compile(r"\n")
 SENTENCE = re.compile(r"[.!?;:][\"')\]]*[ \t]+")
-PROSE_LEVELS = (("heading", HEADING), ("paragraph", PARAGRAPH), ("line", LINE),
-                ("sentence", SENTENCE))  # fmt: skip
+PROSE_LEVELS = (
+    ("heading", HEADING),
+    ("paragraph", PARAGRAPH),
+    ("line", LINE),
+    ("sentence", SENTENCE),
+)
 BLANK_LINES = re.compile(r"(?:[ \t]*\n)*")
 TOP_LEVEL = re.compile(r"\n(?:[ \t]*\n)+(?=[^\s)\]}])")  # a blank line, then a column-0 line
 

@@ -12,9 +12,11 @@ def unified(before: str, after: str, path: str) -> str:
     """The diff from before to after of the file at path; empty when nothing changed."""
     name = diff_path(path)
     lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{name}", tofile=f"b/{name}",
-    )  # fmt: skip
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{name}",
+        tofile=f"b/{name}",
+    )
     # A last line without its newline gets one, plus the marker that says it had none.
     return "".join(line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in lines)
 

@@ -30,9 +30,7 @@ class Engine(Protocol):
     parallel: int  # calls it takes at once (the local engine: 1; a server: -j)
     drafts_itself: bool  # drafting is the engine's own (a server's --speculative-config)
 
-    def prepare(
-        self, positions: int, config: DecodeConfig, report: Note, note: Note
-    ) -> None:  # fmt: skip
+    def prepare(self, positions: int, config: DecodeConfig, report: Note, note: Note) -> None:
         """Ready for calls of up to `positions` tokens (open, calibrate): work done once,
         outside any timed decode. `report` shows progress, `note` says what runs and why."""
 

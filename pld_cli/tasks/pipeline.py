@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pld_cli.core.config import DecodeConfig
-from pld_cli.core.decode import Pass
+from pld_cli.core.decode import Pass, Stop
 from pld_cli.core.stats import Stats
 from pld_cli.errors import PldError
 from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.fragments import Fragment, FragmentDecoder
 from pld_cli.tasks.kinds import kind_of
+from pld_cli.tasks.loops import loop_cut
 from pld_cli.tasks.prompts import Task, answer_start, prompt_ids
 from pld_cli.tasks.result import Result
 
@@ -36,6 +37,9 @@ def run_task(
             observe(step, new, stats)
 
     tokens, stats = engine.decode(ids, config, show)
+    if stats.stop == Stop.REPETITION:
+        delivered = loop_cut(tokens, engine.tokenizer)
+        stats.removed_tokens, tokens = len(tokens) - delivered, tokens[:delivered]
     text = engine.tokenizer.decode(tokens, skip_special_tokens=True)
     return Result(kind.finish(task, answer_start(task) + text), tokens, stats)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pld_cli.core.decode import Stop
 from pld_cli.core.stats import Stats, measured_speedup
 
 
@@ -20,4 +21,4 @@ class Result:
     @property
     def complete(self) -> bool:
         """The text ended (EOS, or a summary's loop stop), rather than running out of tokens."""
-        return self.stats.stop in ("eos", "repetition")
+        return self.stats.stop in (Stop.EOS, Stop.REPETITION)

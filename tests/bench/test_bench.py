@@ -21,10 +21,21 @@ from pld_cli.errors import PldError
 from pld_cli.tasks.prompts import Task
 
 METHOD_KEYS = {
-    "prompt_tokens", "new_tokens", "passes", "tokens_per_pass", "drafted_tokens",
-    "accepted_tokens", "decode_s", "tokens_per_s", "copy_rate", "mean_accepted",
-    "predicted_speedup", "speedup_vs_greedy", "identical_to_greedy", "first_divergence",
-}  # fmt: skip
+    "prompt_tokens",
+    "new_tokens",
+    "passes",
+    "tokens_per_pass",
+    "drafted_tokens",
+    "accepted_tokens",
+    "decode_s",
+    "tokens_per_s",
+    "copy_rate",
+    "mean_accepted",
+    "predicted_speedup",
+    "speedup_vs_greedy",
+    "identical_to_greedy",
+    "first_divergence",
+}
 
 
 def pld(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -66,8 +77,20 @@ def corpus(tmp_path):
 
 def bench_json(tiny_model_dir, corpus, capsys, *extra) -> tuple[int, dict | None, str]:
     out = corpus.parent / "bench.json"
-    argv = ["bench", str(corpus), "-m", tiny_model_dir, "--device", "cpu", "--max-new-tokens",
-            "12", "-o", str(out), "-q", *extra]  # fmt: skip
+    argv = [
+        "bench",
+        str(corpus),
+        "-m",
+        tiny_model_dir,
+        "--device",
+        "cpu",
+        "--max-new-tokens",
+        "12",
+        "-o",
+        str(out),
+        "-q",
+        *extra,
+    ]
     code, stdout, err = pld(argv, capsys)
     assert stdout == ""
     return code, json.loads(out.read_text()) if out.exists() else None, err
@@ -76,17 +99,33 @@ def bench_json(tiny_model_dir, corpus, capsys, *extra) -> tuple[int, dict | None
 def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--check", "--repeat", "2")
     assert (code, err) == (0, "")
-    assert set(data) == {"model", "device", "dtype", "repeat", "max_new_tokens", "sampling",
-                         "wall_s", "runtimes", "items", "summary", "summary_loop_free",
-                         "documents", "throughput"}  # fmt: skip
+    assert set(data) == {
+        "model",
+        "device",
+        "dtype",
+        "repeat",
+        "max_new_tokens",
+        "sampling",
+        "wall_s",
+        "runtimes",
+        "items",
+        "summary",
+        "summary_loop_free",
+        "documents",
+        "throughput",
+    }
     assert data["documents"] == {}  # no item was too long for one call
     assert data["throughput"] == []  # measured only against a server (--concurrency)
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
-        "cpu", "float32", 2, 12
-    )  # fmt: skip
+        "cpu",
+        "float32",
+        2,
+        12,
+    )
     assert [(i["id"], i["corpus"], i["task"]) for i in data["items"]] == [
-        ("e1", "mini", "edit"), ("s1", "mini", "summarize")
-    ]  # fmt: skip
+        ("e1", "mini", "edit"),
+        ("s1", "mini", "summarize"),
+    ]
     for item in data["items"]:
         methods = item["methods"]
         assert list(methods) == ["hf-greedy", "greedy", "pld", "hf-pld"]
@@ -149,8 +188,19 @@ def test_identity_check_flags_divergence_and_check_fails(
 
 
 def test_table_on_stdout_without_json(tiny_model_dir, corpus, capsys):
-    argv = ["bench", str(corpus), "-m", tiny_model_dir, "--device", "cpu",
-            "--max-new-tokens", "4", "--methods", "pld,hf-pld", "-q"]  # fmt: skip
+    argv = [
+        "bench",
+        str(corpus),
+        "-m",
+        tiny_model_dir,
+        "--device",
+        "cpu",
+        "--max-new-tokens",
+        "4",
+        "--methods",
+        "pld,hf-pld",
+        "-q",
+    ]
     code, out, err = pld(argv, capsys)
     assert (code, err) == (0, "")
     assert "mini/e1" in out and "hf-pld" in out
@@ -188,8 +238,9 @@ def test_corpora_sharing_a_name_are_told_apart(tmp_path):
     folders = [write_corpus(tmp_path / p / "edit", [entry], files) for p in ("a", "b")]
     items = bench_corpus.load_corpora(folders)
     assert [(i.corpus, i.id, i.task.name) for i in items] == [
-        ("a/edit", "n", "n.txt"), ("b/edit", "n", "n.txt")
-    ]  # fmt: skip
+        ("a/edit", "n", "n.txt"),
+        ("b/edit", "n", "n.txt"),
+    ]
 
 
 def test_unknown_method_and_check_without_greedy(corpus, capsys):
@@ -216,8 +267,10 @@ def synthetic_report() -> BenchReport:
 
     items = []
     for n, (tokens, seconds) in enumerate([([5, 6, 7, 8], 0.4), ([5, 6, 9, 9, 9, 9], 0.3)]):
-        runs = {"greedy": [result(tokens, len(tokens), 0, 0, seconds).run],
-                "pld": [result(tokens, 2, len(tokens) - 2, 2, seconds / 2).run]}  # fmt: skip
+        runs = {
+            "greedy": [result(tokens, len(tokens), 0, 0, seconds).run],
+            "pld": [result(tokens, 2, len(tokens) - 2, 2, seconds / 2).run],
+        }
         items.append(ItemResult(Item(f"i{n}", "c", Task("summarize", "d")), bench.compare(runs)))
     return BenchReport("m", "cpu", "float32", 1, 16, SamplingConfig(), items, 1.0)
 
@@ -265,9 +318,12 @@ def test_methods_on_another_runtime_run_side_by_side(tiny_model_dir, corpus, cap
     methods = "greedy,pld,greedy@dynamic,pld@dynamic"
     code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", methods, "--check")
     assert (code, err) == (0, "")
-    assert data["runtimes"] == {"greedy": "native", "pld": "native",
-                                "greedy@dynamic": "dynamic",
-                                "pld@dynamic": "dynamic"}  # fmt: skip
+    assert data["runtimes"] == {
+        "greedy": "native",
+        "pld": "native",
+        "greedy@dynamic": "dynamic",
+        "pld@dynamic": "dynamic",
+    }
     for item in data["items"]:
         assert all(m["identical_to_greedy"] for m in item["methods"].values())
     code, _, err = pld(["bench", str(corpus), "--methods", "greedy,hf-pld@static"], capsys)
@@ -284,12 +340,15 @@ def test_transformers_passes_are_counted_like_pld_passes(tiny_model_dir, corpus,
 
 
 def test_a_long_document_is_reported_per_chunk_and_in_total(tiny_model_dir, tmp_path, capsys):
-    long_text = "".join(f"## Part {n}\n\n" + "Revenue rose and costs fell. " * 30 + "\n\n"
-                        for n in range(4))  # fmt: skip
-    folder = write_corpus(tmp_path / "long", [{"id": "big", "task": "summarize", "file": "b.md"}],
-                          {"b.md": long_text})  # fmt: skip
-    code, data, _ = bench_json(tiny_model_dir, folder, capsys, "--methods", "greedy,pld",
-                               "--chunk-tokens", "250")  # fmt: skip
+    long_text = "".join(
+        f"## Part {n}\n\n" + "Revenue rose and costs fell. " * 30 + "\n\n" for n in range(4)
+    )
+    folder = write_corpus(
+        tmp_path / "long", [{"id": "big", "task": "summarize", "file": "b.md"}], {"b.md": long_text}
+    )
+    code, data, _ = bench_json(
+        tiny_model_dir, folder, capsys, "--methods", "greedy,pld", "--chunk-tokens", "250"
+    )
     assert code == 0
     ids = [item["id"] for item in data["items"]]
     assert len(ids) >= 2 and ids[0] == "big#1"
@@ -297,8 +356,21 @@ def test_a_long_document_is_reported_per_chunk_and_in_total(tiny_model_dir, tmp_
     total = data["documents"]["long/big"]["pld"]
     assert total["parts"] == len(ids) and total["identical_parts"] == len(ids)
     assert total["new_tokens"] == sum(i["methods"]["pld"]["new_tokens"] for i in data["items"])
-    code, out, _ = pld(["bench", str(folder), "-m", tiny_model_dir, "--max-new-tokens", "4",
-                        "--methods", "greedy,pld", "--chunk-tokens", "250"], capsys)  # fmt: skip
+    code, out, _ = pld(
+        [
+            "bench",
+            str(folder),
+            "-m",
+            tiny_model_dir,
+            "--max-new-tokens",
+            "4",
+            "--methods",
+            "greedy,pld",
+            "--chunk-tokens",
+            "250",
+        ],
+        capsys,
+    )
     assert code == 0 and "long documents, all parts" in out
 
 
@@ -307,8 +379,17 @@ def test_a_server_is_one_more_method_and_its_throughput_is_measured(tiny_model_d
 
     server = FakeServer(tiny_model_dir, lambda body: Answer(metrics=None))
     try:
-        code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", "pld",
-                                     "--server", server.url, "--concurrency", "2")  # fmt: skip
+        code, data, err = bench_json(
+            tiny_model_dir,
+            corpus,
+            capsys,
+            "--methods",
+            "pld",
+            "--server",
+            server.url,
+            "--concurrency",
+            "2",
+        )
     finally:
         server.close()
     assert (code, err) == (0, "")

@@ -7,7 +7,7 @@ from families import tiny_family_model
 
 from pld_cli.bench.methods import run_hf_generate
 from pld_cli.core.decode import DecodeConfig, Pass, generate
-from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
 
 
 def test_generate_stops_at_the_loop_where_pld_does():
@@ -20,7 +20,8 @@ def test_generate_stops_at_the_loop_where_pld_does():
             tokens += event.emitted
             stops.append(event.stop)
     assert stops[-1] == "repetition" and len(tokens) < 80
-    loaded = SimpleNamespace(model=model, tokenizer=SimpleNamespace(pad_token_id=0),
-                             eos_ids=frozenset({2}))  # fmt: skip
+    loaded = SimpleNamespace(
+        model=model, tokenizer=SimpleNamespace(pad_token_id=0), eos_ids=frozenset({2})
+    )
     assert run_hf_generate(loaded, prompt, config).token_ids == tokens
     assert run_hf_generate(loaded, prompt, config, lookup=10).token_ids == tokens

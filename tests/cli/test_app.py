@@ -10,7 +10,7 @@ from conftest import COPY_SOURCE
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import ExitStatus
-from pld_cli.tasks.models import ModelSpec, load_model
+from pld_cli.loading.models import ModelSpec, load_model
 from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task
 
@@ -49,9 +49,17 @@ def test_json_names_are_the_interface(pld, copying_model_dir, tmp_path):
     result = json.loads(out)
     assert {"text", "model", "stats"} <= set(result)
     assert set(result["stats"]) >= {
-        "prompt_tokens", "new_tokens", "passes", "drafted_tokens", "accepted_tokens",
-        "prefill_s", "decode_s", "tokens_per_s", "copy_rate", "mean_accepted",
-    }  # fmt: skip
+        "prompt_tokens",
+        "new_tokens",
+        "passes",
+        "drafted_tokens",
+        "accepted_tokens",
+        "prefill_s",
+        "decode_s",
+        "tokens_per_s",
+        "copy_rate",
+        "mean_accepted",
+    }
     assert result["stats"]["new_tokens"] == 8
     assert result["compare"]["identical"] is True
     assert 0 < result["stats"]["accepted_tokens"] < result["stats"]["drafted_tokens"]
@@ -94,8 +102,9 @@ def test_directory_is_refused(pld, tiny, tmp_path):
 
 
 def test_input_too_long_says_the_token_counts(pld, tiny_model_dir):
-    code, _, err = pld("summarize", "-m", tiny_model_dir, "--max-new-tokens", "2040",
-                       stdin=DOC.encode())  # fmt: skip
+    code, _, err = pld(
+        "summarize", "-m", tiny_model_dir, "--max-new-tokens", "2040", stdin=DOC.encode()
+    )
     assert code == 1
     line = one_error_line(err)
     assert "prompt tokens" in line and "2040" in line and "2048" in line
@@ -130,8 +139,13 @@ def test_default_model_edit_writes_the_file(pld, tmp_path, default_model):
     source = tmp_path / "greet.py"
     source.write_text('def greet(name):\n    return "Hello, " + name\n')
     code, out, err = pld(
-        "edit", str(source), "-i", "Rename the function greet to welcome.", "--write", "--json",
-    )  # fmt: skip
+        "edit",
+        str(source),
+        "-i",
+        "Rename the function greet to welcome.",
+        "--write",
+        "--json",
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["stop"] == "eos"

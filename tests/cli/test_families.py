@@ -11,8 +11,8 @@ from families import FAMILIES, tiny_family_model
 from transformers import AutoTokenizer
 
 from pld_cli.errors import ExitStatus
-from pld_cli.runtime import compat
-from pld_cli.tasks.models import ModelSpec, locate
+from pld_cli.loading.models import ModelSpec, locate
+from pld_cli.runtime.hf import compat
 
 # A document that repeats itself, so drafts are found; the models write only its tokens (narrowed).
 DOC = "Revenue rose 12 percent to 4.2 million; costs fell 3 percent to 1.1 million.\n" * 4
@@ -34,8 +34,8 @@ VARIANTS = {
 def short_calibration(monkeypatch):
     """Pass costs measured on top of 64 positions (still 8 windows) and once each, not 1,024 and
     five times: the same code, a fraction of the time."""
-    monkeypatch.setattr("pld_cli.runtime.costs.CONTEXT", 64)
-    monkeypatch.setattr("pld_cli.runtime.costs.REPEATS", 1)
+    monkeypatch.setattr("pld_cli.runtime.calibration.costs.CONTEXT", 64)
+    monkeypatch.setattr("pld_cli.runtime.calibration.costs.REPEATS", 1)
 
 
 @pytest.fixture(scope="session")
@@ -97,7 +97,10 @@ def test_sampling_does_not_fall_back_to_greedy(pld, tiny_model_dir):
     args = ["summarize", "-m", tiny_model_dir, "--max-new-tokens", "12", "--json"]
     texts = {
         json.loads(pld(*args, *extra, stdin=DOC.encode())[1])["text"]
-        for extra in (["--temperature", "0"], ["--temperature", "1.5", "--seed", "1"],
-                      ["--temperature", "1.5", "--seed", "2"])
-    }  # fmt: skip
+        for extra in (
+            ["--temperature", "0"],
+            ["--temperature", "1.5", "--seed", "1"],
+            ["--temperature", "1.5", "--seed", "2"],
+        )
+    }
     assert len(texts) == 3  # random tiny model, 49k tokens: equal texts mean greedy

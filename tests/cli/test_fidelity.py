@@ -55,8 +55,9 @@ def test_an_unchanged_file_is_not_rewritten(pld, tiny, tmp_path, model_edit, dat
         (b"old = 1\nb = 2", b"new = 1\nb = 2"),
     ],
 )
-def test_a_changed_file_keeps_its_endings_and_last_line(pld, tiny, tmp_path, model_edit, data,
-                                                       written):  # fmt: skip
+def test_a_changed_file_keeps_its_endings_and_last_line(
+    pld, tiny, tmp_path, model_edit, data, written
+):
     path = write(tmp_path, data)
     os.chmod(path, 0o640)
     code, _, err = pld("edit", str(path), "-i", "rename", "--write", *tiny)
@@ -68,8 +69,9 @@ def test_a_changed_file_keeps_its_endings_and_last_line(pld, tiny, tmp_path, mod
     assert out.encode() == written
 
 
-def test_a_read_only_file_is_refused_before_the_model_loads(pld, tiny, tmp_path, model_edit,
-                                                          monkeypatch):  # fmt: skip
+def test_a_read_only_file_is_refused_before_the_model_loads(
+    pld, tiny, tmp_path, model_edit, monkeypatch
+):
     monkeypatch.setattr("pld_cli.engines.local.load_model", never_loaded)
     path = write(tmp_path, b"old = 1\n")
     os.chmod(path, 0o444)
@@ -106,8 +108,9 @@ def test_a_cut_edit_is_never_written_nor_diffed(pld, tiny, tmp_path, model_edit,
 def test_json_has_a_record_for_every_file(pld, tiny, tmp_path, model_edit):
     good, cut = write(tmp_path, b"old\n", "a.py"), write(tmp_path, b"old LONG\n", "b.py")
     missing = tmp_path / "missing.py"
-    code, out, err = pld("edit", str(good), str(missing), str(cut), "-i", "r", "--write",
-                         "--json", *tiny)  # fmt: skip
+    code, out, err = pld(
+        "edit", str(good), str(missing), str(cut), "-i", "r", "--write", "--json", *tiny
+    )
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["file"] for r in records] == [str(good), str(missing), str(cut)]
     assert records[0]["text"] == "new\n" and "error" not in records[0]

@@ -125,7 +125,8 @@ def test_on_a_terminal_a_removal_is_asked(pld, tiny, tmp_path, monkeypatch, answ
     monkeypatch.setattr("pld_cli.cli.guard.interactive", lambda ui: True)
     path = tmp_path / "c.yaml"
     path.write_text(CONFIG)
-    code, _, err = pld("edit", str(path), "-i", "logging:\n  level: info\n=>", "-w", *tiny,
-                       stdin=answer)  # fmt: skip
+    code, _, err = pld(
+        "edit", str(path), "-i", "logging:\n  level: info\n=>", "-w", *tiny, stdin=answer
+    )
     assert "the edit removes logging; replace" in err
     assert (code, path.read_text() != CONFIG) == ((0, True) if written else (1, False))

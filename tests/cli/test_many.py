@@ -62,8 +62,9 @@ def test_several_edits_with_a_bad_file_in_the_middle(pld, tiny, tmp_path, script
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "bad.py", "cut.py", "d.py"]
 
 
-def test_diff_applies_with_git_and_no_change_says_so(pld, tiny, tmp_path, scripted_edit,
-                                                     monkeypatch):  # fmt: skip
+def test_diff_applies_with_git_and_no_change_says_so(
+    pld, tiny, tmp_path, scripted_edit, monkeypatch
+):
     monkeypatch.chdir(tmp_path)
     files(tmp_path, a=SOURCE, same="x = 1\n")
     code, out, err = pld("edit", "a.py", "same.py", "-i", "rename f to g", "--diff", *tiny)

@@ -38,8 +38,7 @@ def in_fresh_process(args: list[str], stdin: bytes = b"", env: dict | None = Non
         "try:\n    main()\nexcept SystemExit as exc:\n"
         "    print('torch' in sys.modules, file=sys.stderr); sys.exit(exc.code)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], input=stdin, capture_output=True,
-                          env=env)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], input=stdin, capture_output=True, env=env)
     err = done.stderr.decode()
     *lines, torch = err.splitlines()
     return done.returncode, "\n".join(lines), torch == "True"
@@ -61,8 +60,14 @@ def test_bad_input_fails_before_torch_is_imported(tmp_path, args, stdin, message
     (tmp_path / "empty.txt").write_bytes(b"")
     (tmp_path / "ok.txt").write_bytes(DOC)
     (tmp_path / "u16.txt").write_bytes("x = 1\n".encode("utf-16"))
-    names = {"MISSING": "missing.txt", "EMPTY": "empty.txt", "UTF16": "u16.txt", "OK": "ok.txt",
-             "NOFOLDER/out.txt": "no/out.txt", "NOMODEL": "no/such/model"}  # fmt: skip
+    names = {
+        "MISSING": "missing.txt",
+        "EMPTY": "empty.txt",
+        "UTF16": "u16.txt",
+        "OK": "ok.txt",
+        "NOFOLDER/out.txt": "no/out.txt",
+        "NOMODEL": "no/such/model",
+    }
     args = [str(tmp_path / names[a]) if a in names else a for a in args]
     code, err, torch = in_fresh_process(args, stdin)
     assert code == ExitStatus.ERROR
@@ -72,8 +77,9 @@ def test_bad_input_fails_before_torch_is_imported(tmp_path, args, stdin, message
 
 def test_an_output_target_is_checked_before_the_model_loads(pld, tiny, tmp_path, no_load):
     (tmp_path / "ok.txt").write_bytes(DOC)
-    code, out, err = pld("summarize", str(tmp_path / "ok.txt"), "-o", "/nonexistent/dir/o.txt",
-                         *tiny)  # fmt: skip
+    code, out, err = pld(
+        "summarize", str(tmp_path / "ok.txt"), "-o", "/nonexistent/dir/o.txt", *tiny
+    )
     assert code == ExitStatus.ERROR and out == ""
     assert "/nonexistent/dir/o.txt: cannot write: the folder" in one_error_line(err)
 

@@ -66,8 +66,12 @@ def test_many_files_at_once_come_out_in_order(pld, fake, tmp_path):
 
 
 def test_a_refused_and_a_binary_file_are_named_and_the_others_go_on(pld, fake, tmp_path):
-    texts = {"a.txt": "<doc>alpha<doc>\n", "bin.txt": b"\x00\x01\x02",
-             "c.txt": "<doc>FAIL here<doc>\n", "d.txt": "<doc>delta<doc>\n"}  # fmt: skip
+    texts = {
+        "a.txt": "<doc>alpha<doc>\n",
+        "bin.txt": b"\x00\x01\x02",
+        "c.txt": "<doc>FAIL here<doc>\n",
+        "d.txt": "<doc>delta<doc>\n",
+    }
     paths = documents(tmp_path, **texts)
     code, out, err = pld("summarize", *paths, "--server", fake.url, "-j", "3")
     assert code == 1
@@ -116,8 +120,9 @@ def test_an_unreachable_server_is_one_line(pld, fake, tmp_path):
     fake.close()
     code, _, err = pld("summarize", path, "--server", url)
     assert code == 1
-    assert no_traceback(err) == [f"pld: error: cannot reach the server at {url}: "
-                                 "connection refused (is it running?)"]  # fmt: skip
+    assert no_traceback(err) == [
+        f"pld: error: cannot reach the server at {url}: connection refused (is it running?)"
+    ]
 
 
 def sigint_as_from_a_terminal() -> None:
@@ -130,11 +135,22 @@ def test_ctrl_c_cancels_what_is_in_flight_and_exits_130(fake, tmp_path):
     paths = documents(tmp_path, **{f"{n}.txt": f"<doc>{n}<doc>\n" for n in "abc"})
     # 2 minutes each, and no repeated span: the loop stop must not end them first.
     fake.answer = lambda body: Answer(chunks=[[n] for n in range(1000, 2200)], delay=0.1)
-    pld = subprocess.Popen([str(Path(sys.executable).parent / "pld"), "summarize", *paths,
-                            "--server", fake.url, "-j", "3"],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=os.environ | {"HF_HUB_OFFLINE": "1"},
-                           preexec_fn=sigint_as_from_a_terminal)  # fmt: skip
+    pld = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "pld"),
+            "summarize",
+            *paths,
+            "--server",
+            fake.url,
+            "-j",
+            "3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        preexec_fn=sigint_as_from_a_terminal,
+    )
     start = time.perf_counter()
     while fake.in_flight < 3 and time.perf_counter() - start < 120:
         time.sleep(0.1)

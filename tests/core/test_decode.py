@@ -75,6 +75,14 @@ def test_stats_follow_the_events():
     accepting = [p for p in passes if p.accepted]
     assert stats.mean_accepted == sum(p.accepted for p in accepting) / len(accepting)
     assert set(stats.as_dict()) >= {
-        "prompt_tokens", "new_tokens", "passes", "drafted_tokens", "accepted_tokens",
-        "prefill_s", "decode_s", "tokens_per_s", "copy_rate", "mean_accepted",
-    }  # fmt: skip
+        "prompt_tokens",
+        "new_tokens",
+        "passes",
+        "drafted_tokens",
+        "accepted_tokens",
+        "prefill_s",
+        "decode_s",
+        "tokens_per_s",
+        "copy_rate",
+        "mean_accepted",
+    }

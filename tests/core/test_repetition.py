@@ -8,7 +8,13 @@ from transformers.generation.logits_process import RepetitionPenaltyLogitsProces
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
-from pld_cli.core.repetition import LOOP_SPAN, LoopStop, PenalizedRuntime, repeated_share
+from pld_cli.core.repetition import (
+    LOOP_SPAN,
+    LoopStop,
+    PenalizedRuntime,
+    loop_copies,
+    repeated_share,
+)
 from pld_cli.core.scripted import ScriptedRuntime
 from pld_cli.core.stats import Stats
 
@@ -103,3 +109,22 @@ def test_repeated_share_counts_the_later_copies_only():
     once = list(range(30))
     assert repeated_share(once + once) == 0.5
     assert repeated_share([1, 2, 3, 1, 2, 3, 4], span=3) == 3 / 7
+
+
+def test_loop_copies_finds_where_the_repeats_begin_and_their_period():
+    before, cycle = list(range(100, 110)), list(range(200, 230))
+    tokens = before + cycle * 4
+    stopped = tokens[: LoopStop().extend(tokens)]
+    assert loop_copies(stopped) == (len(before) + len(cycle), len(cycle))
+    assert loop_copies([9, 1, 2, 3, 1, 2, 3, 1, 2, 3], span=3) == (4, 3)  # the docstring's
+
+
+def test_loop_copies_starts_the_repeats_inside_a_prefix_that_ends_like_the_loop():
+    cycle = list(range(200, 230))
+    tokens = [1, 2] + cycle[-5:] + cycle * 3
+    assert loop_copies(tokens) == (2 + 5 + len(cycle) - 5, len(cycle))
+
+
+def test_loop_copies_is_none_without_a_repeat_at_the_end():
+    assert loop_copies(list(range(100))) is None
+    assert loop_copies([1, 2, 3], span=24) is None

@@ -10,7 +10,7 @@ from conftest import tiny_llama
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.sampling import Sampler, probabilities, verify_sampled
-from pld_cli.runtime.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
 
 VOCAB = 8
 # The peaked model's own greedy continuation of 3 4 5 6 (which is 6 4 2), then 3 4 5 6 again: the
@@ -102,9 +102,11 @@ def test_first_three_tokens_follow_the_model_distribution(samples, use_pld):
     model, out = samples
     counts, drafted, accepted = out[use_pld]
     statistic, dof = chi_square(counts, exact_distribution(model, SETTINGS), DRAWS)
-    print(f"{'pld' if use_pld else 'plain'}: chi2={statistic:.1f} dof={dof} "
-          f"threshold={chi_square_threshold(dof):.1f} draws={DRAWS} drafted={drafted} "
-          f"accepted={accepted}")  # fmt: skip
+    print(
+        f"{'pld' if use_pld else 'plain'}: chi2={statistic:.1f} dof={dof} "
+        f"threshold={chi_square_threshold(dof):.1f} draws={DRAWS} drafted={drafted} "
+        f"accepted={accepted}"
+    )
     assert statistic < chi_square_threshold(dof)
     if use_pld:  # drafts were verified, and both accepted and rejected
         assert 0 < accepted < drafted

@@ -57,8 +57,11 @@ def test_the_request_is_the_prompt_ids_greedy_streamed(fake):
     sampled = DecodeConfig(sampling=SamplingConfig(temperature=0.7, top_p=0.9, top_k=5, seed=3))
     engine(fake).decode(PROMPT, sampled)
     assert {k: fake.requests[1][k] for k in ("temperature", "top_p", "top_k", "seed")} == {
-        "temperature": 0.7, "top_p": 0.9, "top_k": 5, "seed": 3
-    }  # fmt: skip
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 5,
+        "seed": 3,
+    }
 
 
 def test_a_server_that_takes_only_text_gets_the_same_prompt_rendered(fake):
@@ -105,8 +108,11 @@ def test_every_fault_is_one_line_naming_its_cause(fake, answer, words):
 
 def test_an_unreachable_server_is_named(fake):
     fake.close()
-    with pytest.raises(ServerError, match=r"cannot reach the server at http://127\.0\.0\.1:\d+: "
-                       "connection refused"):  # fmt: skip
+    with pytest.raises(
+        ServerError,
+        match=r"cannot reach the server at http://127\.0\.0\.1:\d+: "
+        "connection refused",
+    ):
         engine(fake).decode(PROMPT, DecodeConfig())
 
 
@@ -121,8 +127,9 @@ def test_the_key_is_sent_and_never_shown(fake):
 def test_calls_in_flight_stay_within_parallel(fake):
     fake.answer = lambda body: Answer(delay=0.1)
     shared = engine(fake, parallel=2)
-    threads = [threading.Thread(target=shared.decode, args=(PROMPT, DecodeConfig()))
-               for _ in range(5)]  # fmt: skip
+    threads = [
+        threading.Thread(target=shared.decode, args=(PROMPT, DecodeConfig())) for _ in range(5)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -9,13 +9,13 @@ from conftest import repetitive_prompt, tiny_llama
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.engines.local import LocalEngine
-from pld_cli.runtime.cuda_graphs import capture as capture_static
-from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.native_graphs import capture as capture_native
+from pld_cli.loading.models import LoadedModel, ModelSpec, load_model
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.graphs import capture as capture_static
+from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.native.graphs import capture as capture_native
+from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.runtime.opening import attach_cuda_graphs
-from pld_cli.runtime.static import StaticRuntime
-from pld_cli.tasks.models import LoadedModel, ModelSpec, load_model
 from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task
 

@@ -11,9 +11,9 @@ from pld_cli.core.decode import DecodeConfig, Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.engines.local import LocalEngine, decode_ids
 from pld_cli.errors import PldError
-from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.native import NativeRuntime
-from pld_cli.runtime.static import StaticRuntime
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.tasks.pipeline import task_ids
 from pld_cli.tasks.prompts import Task
 
@@ -22,9 +22,14 @@ NEW = 30
 
 @pytest.mark.parametrize(
     "family,runtime",
-    [("mistral", "static"), ("gemma3", "dynamic"), ("gpt_oss", "static"), ("lfm2", "dynamic"),
-     ("qwen3_next", "dynamic")],
-)  # fmt: skip
+    [
+        ("mistral", "static"),
+        ("gemma3", "dynamic"),
+        ("gpt_oss", "static"),
+        ("lfm2", "dynamic"),
+        ("qwen3_next", "dynamic"),
+    ],
+)
 def test_pld_equals_transformers_generate(family, runtime):
     model = tiny_family_model(family)
     prompt = repetitive_prompt(0)[:40]
@@ -53,8 +58,9 @@ def test_repetition_penalty_equals_transformers_generate(runtime, penalty):
     model = tiny_family_model("llama")
     prompt = repetitive_prompt(1)[:48]
     with torch.inference_mode():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW, do_sample=False,
-                             repetition_penalty=penalty)  # fmt: skip
+        out = model.generate(
+            torch.tensor([prompt]), max_new_tokens=NEW, do_sample=False, repetition_penalty=penalty
+        )
         plain_out = model.generate(torch.tensor([prompt]), max_new_tokens=NEW, do_sample=False)
     expected = out[0, len(prompt) :].tolist()
     assert expected != plain_out[0, len(prompt) :].tolist()  # the penalty matters here
@@ -63,7 +69,7 @@ def test_repetition_penalty_equals_transformers_generate(runtime, penalty):
         "static": lambda: StaticRuntime(model, 128),
         "dynamic": lambda: DynamicRuntime(model),
     }
-    cache = runtimes[runtime]()  # fmt: skip
+    cache = runtimes[runtime]()
     config = DecodeConfig(max_new_tokens=NEW, draft="fixed", repetition_penalty=penalty)
     stats, tokens = Stats(), []
     for event in generate(cache, prompt, {2}, config):
@@ -85,8 +91,9 @@ def test_default_model_repetition_penalty_equals_transformers_generate(default_m
     config = DecodeConfig(max_new_tokens=48, repetition_penalty=1.1)
     ids = task_ids(LocalEngine(default_model), task, config)
     with torch.inference_mode():
-        out = default_model.model.generate(torch.tensor([ids]), max_new_tokens=48,
-                                           do_sample=False, repetition_penalty=1.1)  # fmt: skip
+        out = default_model.model.generate(
+            torch.tensor([ids]), max_new_tokens=48, do_sample=False, repetition_penalty=1.1
+        )
     expected = out[0, len(ids) :].tolist()
     tokens, stats = decode_ids(default_model, ids, config)  # drafting on, the default runtime
     assert tokens == expected[: len(tokens)] and (

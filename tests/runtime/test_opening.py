@@ -5,14 +5,14 @@ from conftest import tiny_llama
 from families import tiny_family_model
 
 from pld_cli.errors import PldError
-from pld_cli.runtime.dynamic import DynamicRuntime
-from pld_cli.runtime.kinds import KINDS
-from pld_cli.runtime.native import NativeRuntime
+from pld_cli.runtime.hf.dynamic import DynamicRuntime
+from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.names import RuntimeName
+from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.runtime.opening import CAPACITY_STEP, OPENERS, RuntimePool
-from pld_cli.runtime.static import StaticRuntime
 
 
-def pool(model, runtime="auto") -> RuntimePool:
+def pool(model, runtime: RuntimeName | None = None) -> RuntimePool:
     return RuntimePool(model, runtime)
 
 
@@ -22,8 +22,8 @@ def test_auto_is_native_on_a_cpu_and_reused_while_it_has_room():
     assert isinstance(first, NativeRuntime) and first.context_limit == CAPACITY_STEP
     assert runtimes.get(CAPACITY_STEP) is first
     assert runtimes.get(CAPACITY_STEP + 1) is not first  # grown to the next step
-    assert isinstance(runtimes.get(100, "dynamic"), DynamicRuntime)
-    assert isinstance(runtimes.get(100, "static"), StaticRuntime)
+    assert isinstance(runtimes.get(100, RuntimeName.DYNAMIC), DynamicRuntime)
+    assert isinstance(runtimes.get(100, RuntimeName.STATIC), StaticRuntime)
 
 
 def test_a_conv_model_falls_back_with_a_note_or_refuses_static():
@@ -37,7 +37,7 @@ def test_a_conv_model_falls_back_with_a_note_or_refuses_static():
     assert "native runtime unavailable (Lfm2ForCausalLM is not a covered family" in notes[0]
     assert "static runtime unavailable" in notes[1]
     with pytest.raises(PldError, match="--runtime static"):
-        pool(model, "static").get(100)
+        pool(model, RuntimeName.STATIC).get(100)
 
 
 def test_a_sliding_window_model_runs_static_and_verbose_names_the_kernels():
@@ -57,4 +57,4 @@ def test_a_request_past_the_model_limit_reuses_the_runtime():
 
 
 def test_every_runtime_name_has_an_opener_and_auto_tries_them_in_order():
-    assert list(OPENERS) == list(KINDS) == ["native", "static", "dynamic"]
+    assert list(OPENERS) == list(RuntimeName) == ["native", "static", "dynamic"]

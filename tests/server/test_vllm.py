@@ -35,24 +35,32 @@ pytestmark = pytest.mark.skipif(not URL, reason="needs PLD_TEST_SERVER (make tes
 
 @pytest.fixture(scope="module")
 def engine():
-    settings = SimpleNamespace(server=URL, api_key=None, timeout=600.0, model=None,
-                               tokenizer=None, jobs=1)  # fmt: skip
+    settings = SimpleNamespace(
+        server=URL, api_key=None, timeout=600.0, model=None, tokenizer=None, jobs=1
+    )
     return open_engine(settings, lambda _: None)
 
 
 def raw_completion(ids: list[int], max_tokens: int) -> list[int]:
     """What the server answers to the same prompt ids with no pld in between."""
-    body = {"model": "SmolLM2-135M-Instruct", "prompt": ids, "max_tokens": max_tokens,
-            "temperature": 0, "return_token_ids": True}  # fmt: skip
-    request = urllib.request.Request(f"{URL}/v1/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})  # fmt: skip
+    body = {
+        "model": "SmolLM2-135M-Instruct",
+        "prompt": ids,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "return_token_ids": True,
+    }
+    request = urllib.request.Request(
+        f"{URL}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.loads(response.read())["choices"][0]["token_ids"]
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([PLD, *args, "--server", URL], capture_output=True, text=True,
-                          timeout=900, cwd=cwd, env=ENV)  # fmt: skip
+    return subprocess.run(
+        [PLD, *args, "--server", URL], capture_output=True, text=True, timeout=900, cwd=cwd, env=ENV
+    )
 
 
 def test_the_stream_through_pld_is_what_the_server_answers_alone(engine):
@@ -61,8 +69,14 @@ def test_the_stream_through_pld_is_what_the_server_answers_alone(engine):
     tokens, stats = engine.decode(ids, DecodeConfig(max_new_tokens=64))
     assert tokens == raw_completion(ids, 64)
     assert stats.drafts_known and stats.drafted_tokens > 0  # vLLM's per-request metrics
-    done = run("summarize", str(SAMPLES / "summarize/news.txt"), "--json", "--max-new-tokens",
-               "64", "--allow-repetition")  # fmt: skip
+    done = run(
+        "summarize",
+        str(SAMPLES / "summarize/news.txt"),
+        "--json",
+        "--max-new-tokens",
+        "64",
+        "--allow-repetition",
+    )
     assert done.returncode in (0, 3), done.stderr
     record = json.loads(done.stdout)
     assert record["text"] == run_task(engine, task, DecodeConfig(max_new_tokens=64)).text
@@ -73,13 +87,23 @@ def test_an_edit_whose_diff_git_applies(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     target = tmp_path / "app.yaml"
     shutil.copy(SAMPLES / "demo/app.yaml", target)
-    done = run("edit", "app.yaml", "-i", "Change the port to 9000.", "--diff", "--json",
-               "--max-new-tokens", "512", cwd=tmp_path)  # fmt: skip
+    done = run(
+        "edit",
+        "app.yaml",
+        "-i",
+        "Change the port to 9000.",
+        "--diff",
+        "--json",
+        "--max-new-tokens",
+        "512",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["stats"]["accepted_tokens"] > 0  # the server's drafts, copied from the file
-    applied = subprocess.run(["git", "apply", "-"], input=record["diff"], text=True,
-                             cwd=tmp_path, capture_output=True)  # fmt: skip
+    applied = subprocess.run(
+        ["git", "apply", "-"], input=record["diff"], text=True, cwd=tmp_path, capture_output=True
+    )
     assert applied.returncode == 0, applied.stderr
     assert "port: 9000" in target.read_text()
 
@@ -89,8 +113,7 @@ def test_three_files_at_once_one_binary(tmp_path):
     shutil.copy(SAMPLES / "summarize/abstract_intro.md", first)
     binary.write_bytes(b"\x00\x01\x02\x03")
     shutil.copy(SAMPLES / "summarize/news.txt", last)
-    done = run("summarize", str(first), str(binary), str(last), "-j", "3",
-               "--max-new-tokens", "96")  # fmt: skip
+    done = run("summarize", str(first), str(binary), str(last), "-j", "3", "--max-new-tokens", "96")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("pld: error:")]
     assert "b.bin" in errors[0] and "binary" in errors[0]
@@ -116,8 +139,20 @@ def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
     for name, path in zip(names, paths, strict=True):
         shutil.copy(SAMPLES / "edit" / name, path)
     before = [path.read_bytes() for path in paths]
-    args = [PLD, "edit", *map(str, paths), "-i", "Add a comment above every function.",
-            "--write", "-j", "3", "--max-new-tokens", "768", "--server", URL]  # fmt: skip
+    args = [
+        PLD,
+        "edit",
+        *map(str, paths),
+        "-i",
+        "Add a comment above every function.",
+        "--write",
+        "-j",
+        "3",
+        "--max-new-tokens",
+        "768",
+        "--server",
+        URL,
+    ]
     pld = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=ENV)
     wait_for_requests_running(pld)
     os.killpg(int(os.environ["PLD_TEST_SERVER_PGID"]), signal.SIGKILL)

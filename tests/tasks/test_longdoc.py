@@ -45,8 +45,9 @@ LONG = "".join(SECTION.format(n=n) for n in range(12))
 
 def test_a_document_that_fits_is_one_call(tokenizer):
     calls = []
-    parts = longdoc.map_reduce(Task("summarize", "Short text."), splitter(tokenizer),
-                              scripted(first_sentence, calls))  # fmt: skip
+    parts = longdoc.map_reduce(
+        Task("summarize", "Short text."), splitter(tokenizer), scripted(first_sentence, calls)
+    )
     assert len(parts) == 1 and calls == [Task("summarize", "Short text.")]
 
 
@@ -94,9 +95,11 @@ def test_a_long_edit_goes_in_pieces_with_an_outline(tokenizer):
 
 
 def test_a_piece_cut_short_is_named(tokenizer):
-    _, parts = longdoc.edit_in_pieces(Task("edit", CODE, "Add one.", "a.py"),
-                            splitter(tokenizer, max_new_tokens=64, chunk_tokens=200),
-                            scripted(lambda t: t.document, [], stop="max_new_tokens"))  # fmt: skip
+    _, parts = longdoc.edit_in_pieces(
+        Task("edit", CODE, "Add one.", "a.py"),
+        splitter(tokenizer, max_new_tokens=64, chunk_tokens=200),
+        scripted(lambda t: t.document, [], stop="max_new_tokens"),
+    )
     assert longdoc.unfinished(parts) is parts[0]
 
 

@@ -5,13 +5,13 @@ import pytest
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import LocalEngine
 from pld_cli.errors import PldError
-from pld_cli.runtime.costs import MEASURED_SIZES
-from pld_cli.tasks import ready as ready_module
+from pld_cli.loading import ready as ready_module
+from pld_cli.loading.models import ModelSpec, load_model
+from pld_cli.loading.ready import ready
+from pld_cli.runtime.calibration.costs import MEASURED_SIZES
 from pld_cli.tasks.kinds import kind_of
-from pld_cli.tasks.models import ModelSpec, load_model
 from pld_cli.tasks.pipeline import check_fits, run_task
 from pld_cli.tasks.prompts import Task, answer_start
-from pld_cli.tasks.ready import ready
 
 
 def test_input_that_does_not_fit_names_the_counts():
@@ -67,13 +67,13 @@ def test_ready_refuses_drafting_on_a_runtime_that_cannot_roll_back(tiny_loaded, 
 def test_ready_calibrates_once_and_hands_the_choice_to_the_runtime(
     tiny_loaded, monkeypatch, tmp_path
 ):
-    monkeypatch.setattr("pld_cli.tasks.ready.cache_dir", lambda: tmp_path)  # nothing measured yet
+    monkeypatch.setattr("pld_cli.loading.ready.cache_dir", lambda: tmp_path)  # nothing measured yet
     probes = []
     monkeypatch.setattr(ready_module, "copy_speed", lambda: probes.append(1) or 50e9)
     once = cache(ready_module.machine_speed.__wrapped__)  # this test's own process-wide cache
     monkeypatch.setattr(ready_module, "machine_speed", once)
-    monkeypatch.setattr("pld_cli.runtime.costs.CONTEXT", 64)
-    monkeypatch.setattr("pld_cli.runtime.costs.REPEATS", 1)
+    monkeypatch.setattr("pld_cli.runtime.calibration.costs.CONTEXT", 64)
+    monkeypatch.setattr("pld_cli.runtime.calibration.costs.REPEATS", 1)
     notes = []
     runtime, costs = ready(tiny_loaded, 10, DecodeConfig(num_draft=8), report=notes.append)
     assert len(costs) == 10 and costs == sorted(costs)  # t(0..9), never decreasing

@@ -1,0 +1,203 @@
+"""Loading models: a hub id, a local folder or a .gguf file (gguf.py), or the default model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from pld_cli.errors import ExitStatus, PldError, Unsupported
+from pld_cli.loading.checkpoint import (
+    Checkpoint,
+    Unreadable,
+    checkpoint_folder,
+    empty_model,
+    materializer,
+)
+from pld_cli.loading.fit import auto_quantize, available_memory
+from pld_cli.loading.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
+from pld_cli.loading.quantized_copy import copy_path, load_copy, save_copy
+from pld_cli.loading.sources import check_source
+from pld_cli.runtime.names import RuntimeName
+from pld_cli.runtime.native.quantized.quantize import quantize_model
+from pld_cli.runtime.native.quantized.scheme import Scheme
+from pld_cli.runtime.native.quantized.state import restore
+from pld_cli.runtime.opening import RuntimePool
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str | None = None  # hub id, folder or .gguf; None for the default model
+    revision: str | None = None
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    trust_remote_code: bool = False
+    runtime: RuntimeName | None = None  # None: auto (runtime/opening.py)
+    quantize: Scheme | Literal["auto", "none"] = "auto"  # runtime/native/quantized/
+
+
+@dataclass
+class LoadedModel:
+    model: torch.nn.Module
+    tokenizer: object
+    name: str
+    device: str
+    dtype: str
+    runtimes: RuntimePool  # the model's open runtimes, one per name (runtime/opening.py)
+
+    @property
+    def repetition_penalty(self) -> float | None:
+        """The model's own repetition penalty (its generation_config), if it has one."""
+        return getattr(self.model.generation_config, "repetition_penalty", None)
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        ids = self.model.generation_config.eos_token_id
+        ids = [ids] if isinstance(ids, int) else list(ids or [])
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise PldError(f"--device {device}: CUDA is not available on this machine")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise PldError(
+            f"--device {device}: expected auto, cpu, cuda or cuda:N", code=ExitStatus.USAGE
+        )
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise PldError(
+            f"--dtype {dtype}: expected auto, float32, bfloat16 or float16", code=ExitStatus.USAGE
+        )
+    return dtype
+
+
+def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) -> LoadedModel:
+    device = resolve_device(spec.device)
+    dtype = resolve_dtype(spec.dtype, device)
+    source, name = locate(spec, report)
+    report(f"loading {name} ({device}, {dtype})")
+    placement = {"device_map": "auto"} if device == "cuda" else {"device_map": {"": device}}
+    kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    tokenizer = from_pretrained(AutoTokenizer, source, **kwargs)
+    scheme = resolve_quantize(spec, source, device, report)
+    if scheme is None:
+        model = from_pretrained(
+            AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
+        ).eval()
+    elif device != "cpu":
+        raise PldError(f"--quantize {scheme}: quantized weights run on a CPU only (for now)")
+    else:
+        try:
+            model = quantized_model(source, name, spec, scheme, dtype, report)
+        except Unsupported as why:
+            raise PldError(f"--quantize {scheme}: {why}") from None
+    return LoadedModel(model, tokenizer, name, device, dtype, RuntimePool(model, spec.runtime))
+
+
+def quantized_model(
+    source: str,
+    name: str,
+    spec: ModelSpec,
+    scheme: Scheme,
+    dtype: str,
+    report: Callable[[str], None],
+) -> PreTrainedModel:
+    """The model with quantized weights: its quantized copy from the cache (quantized_copy.py),
+    else read and quantized block by block from its checkpoint (checkpoint.py) and the copy
+    written, so float32 never holds it whole; else loaded whole, then quantized."""
+    try:
+        checkpoint = Checkpoint(checkpoint_folder(source, spec.revision), DTYPES[dtype])
+        model = empty_model(checkpoint.folder, spec.trust_remote_code)
+        path = copy_path(checkpoint, scheme, DTYPES[dtype])
+        state = load_copy(path)
+        if state is not None:
+            restore(model, state, scheme)
+            return model
+        report(f"quantizing {name} to {scheme} (once: the copy is cached)")
+        save_copy(path, quantize_model(model, scheme, materializer(model, checkpoint)))
+        return model
+    except Unreadable:
+        pass
+    report(f"quantizing {name} to {scheme}")
+    kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    model = from_pretrained(
+        AutoModelForCausalLM, source, dtype=DTYPES[dtype], device_map={"": "cpu"}, **kwargs
+    ).eval()
+    quantize_model(model, scheme)
+    return model
+
+
+def resolve_quantize(
+    spec: ModelSpec, source: str, device: str, report: Callable[[str], None]
+) -> Scheme | None:
+    """The scheme asked for (None: float weights); auto's choice by the model's size and free
+    memory (fit.py)."""
+    if spec.quantize == "none":
+        return None
+    if spec.quantize != "auto":
+        try:
+            return Scheme(spec.quantize)
+        except ValueError:
+            raise PldError(
+                f"--quantize {spec.quantize}: expected auto, none, int8 or int4",
+                code=ExitStatus.USAGE,
+            ) from None
+    try:
+        parameters = Checkpoint(checkpoint_folder(source, spec.revision)).parameters()
+    except Unreadable:
+        return None  # its size is unknown before loading: as it is
+    available = available_memory()
+    scheme = auto_quantize(parameters, available, device)
+    if scheme is not None:
+        report(
+            f"--quantize auto: {scheme} (float32 weights of {parameters * 4 / 1e9:.1f} GB do not "
+            f"fit the {available / 1e9:.1f} GB of memory available)"
+        )
+    return scheme
+
+
+def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:
+    """(what to pass to from_pretrained, the name to show) for a model spec."""
+    if spec.name is None:
+        return str(converted_gguf(default_gguf(), report)), DEFAULT_MODEL
+    if check_source(spec.name, spec.revision) != "gguf":
+        return spec.name, spec.name
+    path = Path(spec.name).expanduser()
+    try:
+        return str(converted_gguf(path, report)), path.name
+    except Exception as exc:  # noqa: BLE001 - whatever the GGUF reader trips on is the file's fault
+        raise PldError(f"{spec.name}: cannot read this GGUF file ({one_line(exc)})") from exc
+
+
+def from_pretrained(auto_class, source: str, **kwargs):
+    """Load from the local cache first; reach the hub only for a model that is not cached."""
+    try:
+        return auto_class.from_pretrained(source, local_files_only=True, **kwargs)
+    except (OSError, ValueError):
+        pass
+    try:
+        return auto_class.from_pretrained(source, **kwargs)
+    except (OSError, ValueError) as exc:
+        raise PldError(f"cannot load model '{source}': {one_line(exc)}") from exc
+
+
+def one_line(exc: Exception, limit: int = 300) -> str:
+    """A library's message on one line: its lines joined, since the first may stop mid-sentence."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

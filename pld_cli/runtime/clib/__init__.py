@@ -1,0 +1,1 @@
+"""pld's C library: the kernels in `csrc/`, built and loaded by `library`."""

@@ -1,0 +1,124 @@
+"""The decoder layers of decode and verify passes in one C call (runtime/clib/csrc/decoder.c), for
+int8 weights in groups on a CPU.
+
+A one-position pass of the default model at int8 spent more in torch's dispatch around the
+kernels (norms, rotations, cache writes: a hundred small operations per layer) than in the kernels
+themselves, so `CDecoder` hands the C library a table of every layer's tensors, built once, and
+runs all layers of a pass in one call. Each row is computed from that row alone, so a verify row
+gets what a one-position pass gives it. Prefills keep the torch forward (the same for --no-pld).
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+from pld_cli.runtime.clib import library
+from pld_cli.runtime.native.attention import kernel_fits
+from pld_cli.runtime.native.model import Layer, NativeWeights
+from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.quantize import LAYER_MATRICES
+
+KERNEL = "decode_rows"
+PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+
+
+class Matrix(ctypes.Structure):
+    _fields_ = [("values", PTR), ("scales", PTR), ("offsets", PTR), ("bias", PTR)]
+    _fields_ += [("rows", INT), ("cols", INT)]
+
+
+class Block(ctypes.Structure):
+    _fields_ = [(name, PTR) for name in ("attention_norm", "q_norm", "k_norm", "mlp_norm")]
+    _fields_ += [(name, Matrix) for name in LAYER_MATRICES]
+
+
+class Decoder(ctypes.Structure):
+    _fields_ = [(name, INT) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")]
+    _fields_ += [
+        ("slots", INT),
+        ("eps", FLOAT),
+        ("scaling", FLOAT),
+        ("blocks", ctypes.POINTER(Block)),
+    ]
+    _fields_ += [(name, PTR) for name in ("keys", "values", "cos", "sin")]
+
+
+def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
+    """Whether the C decoder takes these weights: every layer matrix int8 in groups, its rows
+    checked to stand alone on this machine, a float32 cache the C attention takes, and the
+    library built."""
+    grouped = all(
+        isinstance(matrix, GroupedInt8Matrix) and matrix.rows_checked > 0
+        for layer in weights.layers
+        for matrix in (getattr(layer, name) for name in LAYER_MATRICES)
+    )
+    fitting = grouped and kernel_fits(weights.head_dim, dtype)
+    return fitting and library.kernel(KERNEL) is not None
+
+
+class CDecoder:
+    """Runs all decoder layers of a pass over the runtime's cache keys/values [layers, kv_heads,
+    slots, head_dim] and rotary tables cos/sin [positions, 1, head_dim]."""
+
+    def __init__(
+        self,
+        weights: NativeWeights,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+    ) -> None:
+        if not all(t.dtype == torch.float32 and t.is_contiguous() for t in (keys, values)):
+            raise ValueError("the C decoder writes the cache in place: float32, contiguous")
+        self.kept: list[torch.Tensor] = []  # every tensor the table points into, kept alive
+        blocks = [self.block(layer) for layer in weights.layers]
+        self.blocks = (Block * len(blocks))(*blocks)
+        self.table = Decoder(
+            layers=len(blocks),
+            hidden=weights.norm.shape[0],
+            heads=weights.heads,
+            kv_heads=weights.kv_heads,
+            head_dim=weights.head_dim,
+            slots=keys.shape[2],
+            eps=weights.eps,
+            scaling=weights.scaling,
+            blocks=self.blocks,
+            keys=self.pointer(keys),
+            values=self.pointer(values),
+            cos=self.pointer(cos),
+            sin=self.pointer(sin),
+        )
+
+    def __call__(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """x [q, hidden] through every layer, rows at positions start..start+q-1; writes their
+        keys and values into the cache."""
+        x = x.to(torch.float32).contiguous().clone()
+        code = library.kernel(KERNEL)(ctypes.byref(self.table), x.data_ptr(), x.shape[0], start)
+        if code != 0:
+            raise MemoryError("C decoder: no memory for a pass's activations")
+        return x
+
+    def block(self, layer: Layer) -> Block:
+        norms = ("attention_norm", "q_norm", "k_norm", "mlp_norm")
+        fields = {name: self.pointer(getattr(layer, name)) for name in norms}
+        for name in LAYER_MATRICES:
+            fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
+        return Block(**fields)
+
+    def matrix(self, matrix: GroupedInt8Matrix, bias: torch.Tensor | None) -> Matrix:
+        rows, cols = matrix.shape
+        parts = (matrix.values, matrix.group_scales, matrix.group_offsets, bias)
+        values, scales, offsets, bias = (self.pointer(part) for part in parts)
+        return Matrix(values, scales, offsets, bias, rows, cols)
+
+    def pointer(self, tensor: torch.Tensor | None) -> int | None:
+        """The address of a contiguous float32 (or byte) copy of tensor, kept alive; None: NULL."""
+        if tensor is None:
+            return None
+        if tensor.dtype != torch.uint8:
+            tensor = tensor.to(torch.float32)
+        tensor = tensor.contiguous()
+        self.kept.append(tensor)
+        return tensor.data_ptr()

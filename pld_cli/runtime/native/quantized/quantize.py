@@ -1,0 +1,145 @@
+"""Weight-only quantization for the native forward: int8 (in groups, or per output channel where
+pld's kernel is not built) and int4 in groups.
+
+The layers run kernels whose rows stand alone (`grouped.py`, else torch's: `matrices.py`), so
+pld's output equals `--no-pld`'s by construction; attention and the norms stay float32. Weights
+are quantized once, at load, a decoder block at a time (fused by `../model.py`'s `block_layer`),
+each block's float weights freed before the next, so float32 never lives beside the quantized copy
+(`materialize` builds a model too large for float32 block by block). The embedding and head are
+int8 in groups of 32, through pld's kernel, else torch's with an exact argmax (`head.py`): its
+bfloat16 logits alone cost more agreement than the layers' 4-bit groups. transformers' forward has
+no weights left: the model is the native runtime's only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+import torch
+from transformers import PreTrainedModel
+
+from pld_cli.errors import Unsupported
+from pld_cli.runtime.native.model import (
+    COVERED,
+    Layer,
+    NativeWeights,
+    adopt,
+    block_layer,
+    check_covered,
+    shape,
+)
+from pld_cli.runtime.native.quantized import grouped
+from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.head import GroupedRows, QuantizedHead
+from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix, Int8Matrix, Matrix
+from pld_cli.runtime.native.quantized.scheme import Scheme
+
+LAYER_MATRICES = ("qkv", "out", "gate_up", "down")
+
+
+def quantize_model(
+    model: PreTrainedModel,
+    scheme: Scheme,
+    materialize: Callable[[torch.nn.Module], None] = lambda _: None,
+) -> NativeWeights:
+    """Quantizes the model's weights for the native forward to `scheme`, block by
+    block, freeing its float weights as it goes; `materialize(module)` is called on each block,
+    then on the embedding, norm and head, before they are read (for a model built on the meta
+    device). Unsupported where the native forward does not cover the model."""
+    scheme = Scheme(scheme)
+    if type(model).__name__ not in COVERED:
+        raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
+    if {p.device.type for p in model.parameters()} - {"cpu", "meta"}:
+        raise Unsupported("quantized weights run on a CPU only (for now)")
+    matrix = layer_matrix(scheme)
+    layers = []
+    for block in model.model.layers:
+        materialize(block)
+        layers.append(quantized_layer(block_layer(block), matrix))
+        release(block)
+    for module in (model.model.embed_tokens, model.model.norm, model.lm_head):
+        materialize(module)
+    check_covered(model)
+    tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    head = head_matrix()(model.lm_head.weight.data)
+    embed = head if tied else GroupedRows(model.model.embed_tokens.weight.data)
+    release(model.model.embed_tokens)
+    release(model.lm_head)
+    weights = NativeWeights(embed, layers, model.model.norm.weight.data, head, **shape(model))
+    mark(model, weights, scheme)
+    return weights
+
+
+def layer_matrix(scheme: Scheme) -> type[Matrix | GroupedInt8Matrix]:
+    """The layers' matrices: int4 in groups (torch's kernel); int8 in groups of 32 where pld's
+    VNNI kernel is built here (grouped.py), else per output row (torch's kernel)."""
+    if scheme is Scheme.INT4:
+        return Int4Matrix
+    return GroupedInt8Matrix if grouped.available() else Int8Matrix
+
+
+def head_matrix() -> type[QuantizedHead | GroupedInt8Matrix]:
+    """The head (and a tied embedding): int8 in groups through pld's kernel where it is built
+    here, its rows standing alone like the layers'; else torch's int8 kernel with the exact
+    argmax (head.py), whose bfloat16 logits alone would move the top token."""
+    return GroupedInt8Matrix if grouped.available() else QuantizedHead
+
+
+def mark(model: PreTrainedModel, weights: NativeWeights, scheme: Scheme) -> None:
+    """Makes quantized `weights` the model's native weights, of `scheme`, their kernels' rows
+    checked on this machine."""
+    check_rows(weights)
+    weights.scheme = scheme
+    adopt(model, weights)
+
+
+def check_rows(weights: NativeWeights) -> None:
+    """Sets each matrix's rows_checked: CHECKED_ROWS where its kernel stands each row alone on
+    this machine, else 0 (verify passes then run it row by row). One matrix per kind and shape
+    is tried: the kernel's path depends on those and the number of rows."""
+    matrices = [getattr(layer, name) for layer in weights.layers for name in LAYER_MATRICES]
+    verdicts: dict[tuple, bool] = {}
+    for matrix in [*matrices, weights.head]:
+        key = (type(matrix), matrix.shape)
+        if key not in verdicts:
+            verdicts[key] = matrix.computes_rowwise()
+        matrix.rows_checked = CHECKED_ROWS if verdicts[key] else 0
+
+
+def quantized_layer(layer: Layer, matrix: type[Matrix | GroupedInt8Matrix]) -> Layer:
+    for name in LAYER_MATRICES:
+        setattr(layer, name, matrix(getattr(layer, name)))
+    return layer
+
+
+def release(module: torch.nn.Module) -> None:
+    """Frees a module's float matrices (norm vectors and biases, which the forward reads, stay)."""
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Linear | torch.nn.Embedding):
+            sub.weight.data = torch.empty(0, dtype=sub.weight.dtype, device=sub.weight.device)
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """Hands freed memory back to the system. glibc keeps freed blocks of this size for reuse,
+    and the quantized blocks allocated between them pin them: without this the float blocks
+    read and freed one by one stay resident (docs/design-measurements.md)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _glibc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (macOS, musl): the system keeps its own ways
+        return None
+
+
+_LIBC = _glibc()
+
+
+def weight_bytes(weights: NativeWeights) -> int:
+    """Bytes a pass reads: every layer matrix and the head (not the embedding, read by rows)."""
+    matrices = [getattr(layer, name) for layer in weights.layers for name in LAYER_MATRICES]
+    return sum(m.nbytes for m in [*matrices, weights.head])

@@ -1,0 +1,57 @@
+"""The C decoder: a pass through it gives what the torch forward's row-wise pass gives (within
+float rounding) for every covered family, and writes the same keys and values; it runs only over
+int8 in groups. That a row's bits do not depend on its pass: test_quantized.py."""
+
+import pytest
+import torch
+from native_families import FAMILIES, assert_close
+
+from pld_cli.runtime.clib import library
+from pld_cli.runtime.native.quantized.matrices import Int8Matrix
+from pld_cli.runtime.native.quantized.quantize import quantize_model
+from pld_cli.runtime.native.runtime import NativeRuntime
+
+needs_kernel = pytest.mark.skipif(
+    library.kernel("decode_rows") is None, reason=f"no C kernel: {library.unavailable()}"
+)
+
+
+def quantized(family: str) -> torch.nn.Module:
+    """A tiny model of the family at int8, its biases and norms random (not zeros and ones: a
+    step that skipped one, or took the wrong one, would pass unseen)."""
+    torch.manual_seed(0)
+    model = FAMILIES[family]().eval()
+    for name, parameter in model.named_parameters():
+        if name.endswith("bias"):
+            torch.nn.init.normal_(parameter, std=0.5)
+        elif "norm" in name:
+            torch.nn.init.normal_(parameter, mean=1.0, std=0.3)
+    quantize_model(model, "int8")
+    return model
+
+
+@needs_kernel
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_pass_through_the_c_decoder_is_the_torch_forwards(family):
+    runtime = NativeRuntime(quantized(family), 512)
+    assert runtime.decoder is not None
+    ids = torch.randint(3, 96, (320,), generator=torch.Generator().manual_seed(1)).tolist()
+    runtime.prefill(ids[:300])
+    passes = {}
+    for path in ("c", "torch"):
+        if path == "torch":
+            runtime.decoder = None
+        logits = runtime.forward(ids[300:])  # a verify pass of 20 rows
+        cache = runtime.keys[:, :, 300:320].clone(), runtime.values[:, :, 300:320].clone()
+        passes[path] = logits.clone(), *cache
+        runtime.rollback(300)
+    for fused, reference in zip(passes["c"], passes["torch"], strict=True):
+        assert_close(fused, reference)
+
+
+@needs_kernel
+def test_the_c_decoder_takes_int8_in_groups_only(monkeypatch):
+    monkeypatch.setattr(
+        "pld_cli.runtime.native.quantized.quantize.layer_matrix", lambda kind: Int8Matrix
+    )
+    assert NativeRuntime(quantized("smollm2"), 64).decoder is None
