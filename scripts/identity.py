@@ -38,7 +38,13 @@ def run(item: dict, quantize: str, max_new_tokens: int) -> dict:
     if done.returncode not in (0, INCOMPLETE):
         raise SystemExit(f"{item['id']}: {done.stderr.strip().splitlines()[-1]}")
     record = json.loads(done.stdout)
-    return {"text": record["text"], "identical": record["compare"]["identical"]}
+    stats = record["stats"]
+    return {
+        "text": record["text"],
+        "identical": record["compare"]["identical"],
+        "stop": record["stop"],
+        "removed_tokens": stats.get("removed_tokens", 0),
+    }
 
 
 def main() -> None:
