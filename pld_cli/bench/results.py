@@ -97,6 +97,7 @@ class BenchReport:
     model: str
     device: str
     dtype: str
+    weights: str  # their format: float32, int8 in groups of 32, ... (LoadedModel.weights)
     repeat: int
     max_new_tokens: int
     sampling: SamplingConfig
@@ -155,6 +156,7 @@ class BenchReport:
             "model": self.model,
             "device": self.device,
             "dtype": self.dtype,
+            "weights": self.weights,
             "repeat": self.repeat,
             "max_new_tokens": self.max_new_tokens,
             "sampling": dataclasses.asdict(self.sampling),

@@ -52,7 +52,13 @@ def run_bench(
     An item too long for one call runs as its first round of chunks or pieces (longdoc.py)."""
     start = time.perf_counter()
     report = BenchReport(
-        loaded.name, loaded.device, loaded.dtype, repeat, config.max_new_tokens, config.sampling
+        loaded.name,
+        loaded.device,
+        loaded.dtype,
+        loaded.weights,
+        repeat,
+        config.max_new_tokens,
+        config.sampling,
     )
     local = LocalEngine(loaded)
     limit = min(local.context, server.context) if server else local.context

@@ -164,7 +164,7 @@ def documents_table(report: BenchReport) -> Table:
 def show(report: BenchReport, to_stderr: bool) -> None:
     out = console(stderr=to_stderr)
     out.print(
-        f"pld bench: {report.model} ({report.device}, {report.dtype}), median of "
+        f"pld bench: {report.model} ({report.device}, {report.weights}), median of "
         f"{report.repeat}, ≤{report.max_new_tokens} new tokens, {report.wall_s:.1f} s in all",
         markup=False,
     )
@@ -233,7 +233,7 @@ def plot(report: BenchReport, path: Path) -> None:
     ax.set_xlim(0, 1)
     ax.set_xlabel("copy rate f (accepted draft tokens / new tokens)")
     ax.set_ylabel("measured speedup vs greedy (ratio of tok/s)")
-    ax.set_title(f"pld bench: {report.model} ({report.device}, {report.dtype})")
+    ax.set_title(f"pld bench: {report.model} ({report.device}, {report.weights})")
     ax.legend(fontsize="small")
     try:
         figure.savefig(path, dpi=120)

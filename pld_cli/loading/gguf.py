@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from gguf import GGUFReader, LlamaFileType
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from pld_cli.cache import cache_dir
@@ -35,6 +36,17 @@ def default_gguf() -> Path:
             "(or pass -m/--model)"
         )
     return path
+
+
+def gguf_type(path: Path) -> str:
+    """The quantization a GGUF file declares (general.file_type) as llama.cpp names it: Q4_K_M,
+    Q8_0, F16; "GGUF" where the file does not say."""
+    try:
+        field = GGUFReader(path).fields["general.file_type"]
+        name = LlamaFileType(int(field.parts[field.data[0]][0])).name
+    except Exception:  # noqa: BLE001 - an unreadable or unusual header: the label only
+        return "GGUF"
+    return name.split("_", 1)[1]  # MOSTLY_Q4_K_M, ALL_F32
 
 
 def converted_gguf(path: Path, report: Callable[[str], None]) -> Path:

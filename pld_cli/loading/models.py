@@ -19,11 +19,11 @@ from pld_cli.loading.checkpoint import (
     materializer,
 )
 from pld_cli.loading.fit import auto_quantize, available_memory
-from pld_cli.loading.gguf import DEFAULT_MODEL, converted_gguf, default_gguf
+from pld_cli.loading.gguf import DEFAULT_MODEL, converted_gguf, default_gguf, gguf_type
 from pld_cli.loading.quantized_copy import copy_path, load_copy, save_copy
 from pld_cli.loading.sources import check_source
 from pld_cli.runtime.names import RuntimeName
-from pld_cli.runtime.native.quantized.quantize import quantize_model
+from pld_cli.runtime.native.quantized.quantize import layout, quantize_model
 from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import restore
 from pld_cli.runtime.opening import RuntimePool
@@ -49,6 +49,7 @@ class LoadedModel:
     name: str
     device: str
     dtype: str
+    weights: str  # their format as the user reads it: float32, int8 in groups of 32, ...
     runtimes: RuntimePool  # the model's open runtimes, one per name (runtime/opening.py)
 
     @property
@@ -91,11 +92,12 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     source, name = locate(spec, report)
-    report(f"loading {name} ({device}, {dtype})")
+    scheme = resolve_quantize(spec, source, device, report)
+    weights = weights_label(scheme, dtype, gguf_file(spec))
+    report(f"loading {name} ({device}, {weights})")
     placement = {"device_map": "auto"} if device == "cuda" else {"device_map": {"": device}}
     kwargs = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
     tokenizer = from_pretrained(AutoTokenizer, source, **kwargs)
-    scheme = resolve_quantize(spec, source, device, report)
     if scheme is None:
         model = from_pretrained(
             AutoModelForCausalLM, source, dtype=DTYPES[dtype], **placement, **kwargs
@@ -107,7 +109,16 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
             model = quantized_model(source, name, spec, scheme, dtype, report)
         except Unsupported as why:
             raise PldError(f"--quantize {scheme}: {why}") from None
-    return LoadedModel(model, tokenizer, name, device, dtype, RuntimePool(model, spec.runtime))
+    return LoadedModel(
+        model, tokenizer, name, device, dtype, weights, RuntimePool(model, spec.runtime)
+    )
+
+
+def weights_label(scheme: Scheme | None, dtype: str, gguf: Path | None) -> str:
+    """What the loading line, the bench and --json call the weights: their format here, and the
+    GGUF's own type where they came from one."""
+    label = dtype if scheme is None else layout(scheme)
+    return label if gguf is None else f"{label} from a {gguf_type(gguf)} GGUF"
 
 
 def quantized_model(
@@ -172,13 +183,22 @@ def resolve_quantize(
     return scheme
 
 
+def gguf_file(spec: ModelSpec) -> Path | None:
+    """The GGUF file a model spec names (the default model's too), or None."""
+    if spec.name is None:
+        return default_gguf()
+    if check_source(spec.name, spec.revision) != "gguf":
+        return None
+    return Path(spec.name).expanduser()
+
+
 def locate(spec: ModelSpec, report: Callable[[str], None]) -> tuple[str, str]:
     """(what to pass to from_pretrained, the name to show) for a model spec."""
+    path = gguf_file(spec)
     if spec.name is None:
-        return str(converted_gguf(default_gguf(), report)), DEFAULT_MODEL
-    if check_source(spec.name, spec.revision) != "gguf":
+        return str(converted_gguf(path, report)), DEFAULT_MODEL
+    if path is None:
         return spec.name, spec.name
-    path = Path(spec.name).expanduser()
     try:
         return str(converted_gguf(path, report)), path.name
     except Exception as exc:  # noqa: BLE001 - whatever the GGUF reader trips on is the file's fault

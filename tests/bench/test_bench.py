@@ -23,6 +23,7 @@ from pld_cli.tasks.prompts import Task
 METHOD_KEYS = {
     "prompt_tokens",
     "new_tokens",
+    "delivered_tokens",
     "passes",
     "tokens_per_pass",
     "drafted_tokens",
@@ -103,6 +104,7 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
         "model",
         "device",
         "dtype",
+        "weights",
         "repeat",
         "max_new_tokens",
         "sampling",
@@ -272,7 +274,7 @@ def synthetic_report() -> BenchReport:
             "pld": [result(tokens, 2, len(tokens) - 2, 2, seconds / 2).run],
         }
         items.append(ItemResult(Item(f"i{n}", "c", Task("summarize", "d")), bench.compare(runs)))
-    return BenchReport("m", "cpu", "float32", 1, 16, SamplingConfig(), items, 1.0)
+    return BenchReport("m", "cpu", "float32", "float32", 1, 16, SamplingConfig(), items, 1.0)
 
 
 def test_summary_aggregates_synthetic():

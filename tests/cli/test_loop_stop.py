@@ -27,8 +27,11 @@ def test_a_looping_summary_stops_at_the_same_token_with_and_without_drafting(pld
     looped = summary(pld, tiny_model_dir, "--compare")
     assert looped["stop"] == "repetition" and looped["stats"]["new_tokens"] < 300
     assert looped["compare"]["identical"] is True
+    # Delivered: up to the end of the loop's first copy; the rest is counted, not shown.
+    assert looped["stats"]["removed_tokens"] > 0
     plain = summary(pld, tiny_model_dir, "--no-pld")
     assert plain["stop"] == "repetition" and plain["text"] == looped["text"]
+    assert plain["stats"]["removed_tokens"] == looped["stats"]["removed_tokens"]
     going_on = summary(pld, tiny_model_dir, "--allow-repetition")
     assert going_on["stop"] == "max_new_tokens" and going_on["text"].startswith(
         looped["text"].rstrip()

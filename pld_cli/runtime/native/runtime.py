@@ -33,6 +33,7 @@ from pld_cli.runtime.native.model import (
     rotate,
     sliding_window,
 )
+from pld_cli.runtime.native.quantized.quantize import layout
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 
@@ -102,7 +103,18 @@ class NativeRuntime:
         return f"{name}+cuda-graphs" if self.graphs else name
 
     def notes(self) -> list[str]:
-        return []
+        """The kernel path, for --verbose: what runs the layers and the attention of a decode or
+        verify pass, and why pld's C library does not where it does not."""
+        if self.scheme is None:
+            return [f"kernels: {self.keys.dtype} matmul ({' or '.join(self.paths) or 'plain'})"]
+        layers = f"layers {layout(self.scheme)}"
+        if self.decoder is not None:
+            path = "every layer of a decode or verify pass in one call of pld's C library"
+        elif self.row_kernel:
+            path = "attention row by row in pld's C library"
+        else:
+            path = f"attention row by row through sdpa (pld's C library: {library.unavailable()})"
+        return [f"kernels: {layers}; {path}"]
 
     def prefill(self, ids: Sequence[int]) -> None:
         self._length = 0

@@ -30,9 +30,15 @@ from pld_cli.runtime.native.model import (
     shape,
 )
 from pld_cli.runtime.native.quantized import grouped
-from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedInt8Matrix
 from pld_cli.runtime.native.quantized.head import GroupedRows, QuantizedHead
-from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix, Int8Matrix, Matrix
+from pld_cli.runtime.native.quantized.matrices import (
+    CHECKED_ROWS,
+    INT4_GROUP,
+    Int4Matrix,
+    Int8Matrix,
+    Matrix,
+)
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
 LAYER_MATRICES = ("qkv", "out", "gate_up", "down")
@@ -77,6 +83,14 @@ def layer_matrix(scheme: Scheme) -> type[Matrix | GroupedInt8Matrix]:
     if scheme is Scheme.INT4:
         return Int4Matrix
     return GroupedInt8Matrix if grouped.available() else Int8Matrix
+
+
+def layout(scheme: Scheme) -> str:
+    """The layers' format under `scheme` on this machine, as a user reads it in a label."""
+    matrix = layer_matrix(scheme)
+    if matrix is Int8Matrix:
+        return "int8 per output channel"
+    return f"{scheme} in groups of {INT4_GROUP if matrix is Int4Matrix else GROUP}"
 
 
 def head_matrix() -> type[QuantizedHead | GroupedInt8Matrix]:

@@ -97,6 +97,8 @@ def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(
         scheme == "int8" and library.kernel("decode_rows") is not None
     )
     assert isinstance(model_matrix(runtime), layer_matrix(scheme))
+    path = "one call" if runtime.decoder else "in pld's C" if runtime.row_kernel else "sdpa"
+    assert path in runtime.notes()[0]  # --verbose names the kernel path that runs
     runtime.prefill(ids[:1100])
     for q in (2, 7, 16, 25):
         together = runtime.forward(ids[1100 : 1100 + q]).clone()
