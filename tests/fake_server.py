@@ -39,6 +39,7 @@ class FakeServer:
         self.queue: deque[Answer] = deque()  # answers for the next requests, then `answer`
         self.answer = answer or (lambda body: Answer())
         self.requests: list[dict] = []
+        self.health: int | None = 200  # what /health answers (None: no such path, 404)
         self.headers: list[dict] = []
         self.lock = threading.Lock()
         self.in_flight = self.most_in_flight = 0
@@ -66,6 +67,8 @@ class FakeServer:
                 pass
 
             def do_GET(self) -> None:
+                if self.path == "/health":
+                    return self.send_json(server.health or 404, {})
                 models = {"data": [{"id": "fake", "root": server.root, "max_model_len": 8192}]}
                 self.send_json(200, models)
 

@@ -6,6 +6,11 @@ unreachable or refusing, an HTTP status with the server's own message, an error 
 stream, a stream cut before its end, no answer within the timeout. 429 and 503 (busy, loading) are
 retried a bounded number of times with backoff; nothing else is. `close()` cuts every connection in
 flight (Ctrl-C). The API key goes in a header and never into a message.
+
+A stream that falls silent is not simply waited on: a server whose engine died can keep its streams
+open with nothing in them. After STALL seconds of silence the server's health is asked (vLLM's
+/health, else /v1/models); an unwell or unreachable server fails the call at once, a healthy one
+(a long prefill, a busy batch) gets the rest of --timeout.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 from pld_cli.errors import PldError
@@ -25,6 +30,8 @@ RETRIED = (429, 503)  # busy or still loading: worth waiting for
 RETRIES = 4
 FIRST_DELAY = 1.0  # seconds; doubled each retry, or the server's Retry-After (up to MAX_DELAY)
 MAX_DELAY = 30.0
+STALL = 10.0  # seconds of silence in a stream before the server's health is asked
+PROBE_TIMEOUT = 5.0  # seconds a health probe may take; a server that cannot answer is unwell
 
 
 class ServerError(PldError):
@@ -61,15 +68,48 @@ class Client:
 
     def stream(self, path: str, body: dict) -> Iterator[dict]:
         """The JSON of each `data:` event until `[DONE]`; a stream that ends before is an error."""
-        with self.request("POST", path, body) as response:
-            for data in events(response, self.where, self.timeout):
-                if data == "[DONE]":
-                    return
-                event = self.json_of(data.encode())
-                if "error" in event:  # vLLM reports a failure inside a stream this way
-                    raise ServerError(f"the server failed mid-answer: {message_of(event)}")
-                yield event
+        with self.request("POST", path, body) as response, Watchdog(self, response) as watchdog:
+            try:
+                for data in events(response, self.where, self.timeout, watchdog.heard):
+                    if data == "[DONE]":
+                        return
+                    event = self.json_of(data.encode())
+                    if "error" in event:  # vLLM reports a failure inside a stream this way
+                        raise ServerError(f"the server failed mid-answer: {message_of(event)}")
+                    yield event
+            except ServerError:
+                watchdog.explain()
+                raise
+            watchdog.explain()
         raise ServerError(f"the server at {self.where} ended the stream before the answer did")
+
+    def unwell(self) -> str | None:
+        """Why the server is not fit to finish an answer, or None: its /health (or /v1/models,
+        where it has no /health) answered 200 within PROBE_TIMEOUT."""
+        for path in ("/health", "/v1/models"):
+            status = self.probe(path)
+            if status == 200:
+                return None
+            if status != 404:
+                break
+        if isinstance(status, str):
+            return status
+        return f"its {path} answered {status}"
+
+    def probe(self, path: str) -> int | str:
+        """The HTTP status of a GET, or why there was none; no retries, a short timeout."""
+        kind = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        connection = kind(self.host, self.port, timeout=PROBE_TIMEOUT)
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            connection.request("GET", self.prefix + path, headers=headers)
+            return connection.getresponse().status
+        except TimeoutError:
+            return f"its {path} did not answer within {PROBE_TIMEOUT:g} s"
+        except (OSError, http.client.HTTPException) as exc:
+            return f"unreachable ({reason(exc)})"
+        finally:
+            connection.close()
 
     def close(self) -> None:
         """Cut every connection in flight: their readers fail at once (Ctrl-C)."""
@@ -178,12 +218,16 @@ class Response:
         self.close()
 
 
-def events(response: Response, where: str, timeout: float) -> Iterator[str]:
-    """The data of each server-sent event (its `data:` lines joined), as text."""
+def events(
+    response: Response, where: str, timeout: float, heard: Callable[[], None] = lambda: None
+) -> Iterator[str]:
+    """The data of each server-sent event (its `data:` lines joined), as text; `heard()` after
+    every line read."""
     lines: list[str] = []
     while True:
         try:
             raw = response.readline()
+            heard()
         except TimeoutError:
             raise ServerError(
                 f"the server at {where} sent nothing for {timeout:g} s (--timeout)"
@@ -202,6 +246,52 @@ def events(response: Response, where: str, timeout: float) -> Iterator[str]:
         elif not line and lines:
             yield "\n".join(lines)
             lines = []
+
+
+class Watchdog:
+    """Watches one stream: after STALL seconds of silence, and every STALL seconds of it after,
+    asks whether the server is well; if not, cuts the stream, and `explain()` turns whatever the
+    reader then saw into one error naming the cause."""
+
+    def __init__(self, client: Client, response: Response, every: float | None = None) -> None:
+        self.client, self.response = client, response
+        self.every = STALL if every is None else every
+        self.last = time.monotonic()
+        self.why: str | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+
+    def __enter__(self) -> Watchdog:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.done.set()
+
+    def heard(self) -> None:
+        self.last = time.monotonic()
+
+    def watch(self) -> None:
+        while not self.done.wait(self.every / 4):
+            if time.monotonic() - self.last < self.every:
+                continue
+            why = self.client.unwell()
+            if why is None:
+                self.last = time.monotonic()  # healthy: wait another STALL before asking again
+                continue
+            self.why = why
+            with contextlib.suppress(OSError):
+                self.response.sock.shutdown(socket.SHUT_RDWR)
+            return
+
+    def explain(self) -> None:
+        """Raise the cause if the stream was cut because the server was unwell."""
+        if self.why is not None:
+            silent = time.monotonic() - self.last
+            raise ServerError(
+                f"the server at {self.client.where} stopped answering mid-answer ({self.why}, "
+                f"silent for {silent:.0f} s)"
+            )
 
 
 def status_message(status: int, phrase: str, body: bytes) -> str:

@@ -154,3 +154,27 @@ def test_close_cuts_a_call_in_flight(fake):
     shared.close()
     thread.join(timeout=5)
     assert not thread.is_alive() and failures and time.perf_counter() - start < 1.0
+
+
+@pytest.fixture
+def quick_stall(monkeypatch):
+    monkeypatch.setattr("pld_cli.engines.http.STALL", 0.3)
+
+
+def test_a_silent_stream_of_an_unwell_server_fails_at_once(fake, quick_stall):
+    fake.health = 503  # vLLM's front end up, its engine gone: the stream stays open and silent
+    fake.queue.append(Answer(delay=30.0))
+    start = time.perf_counter()
+    with pytest.raises(
+        ServerError, match=r"stopped answering mid-answer \(its /health answered 503"
+    ):
+        engine(fake, timeout=60.0).decode(PROMPT, DecodeConfig())
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("health", [200, None], ids=["health", "models"])
+def test_a_healthy_server_may_be_silent_for_longer(fake, quick_stall, health):
+    fake.health = health  # None: no /health, so /v1/models is asked
+    fake.queue.append(Answer(delay=1.0))  # each chunk after three probes' worth of silence
+    tokens, stats = engine(fake, timeout=5.0).decode(PROMPT, DecodeConfig())
+    assert tokens == [1, 2, 3, 4, 5] and stats.stop == "eos"
