@@ -8,6 +8,7 @@ import sys
 
 import pytest
 import torch
+from families import COMMON
 from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from pld_cli.cli.app import main
@@ -17,19 +18,8 @@ from pld_cli.loading.models import LoadedModel, ModelSpec, load_model, locate
 def tiny_llama(seed: int, vocab_size: int = 64, max_positions: int = 512) -> LlamaForCausalLM:
     """A 2-layer random Llama in float32: real transformers code, tiny enough for unit tests."""
     torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=max_positions,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-    )
-    return LlamaForCausalLM(config).eval()
+    shape = COMMON | {"vocab_size": vocab_size, "max_position_embeddings": max_positions}
+    return LlamaForCausalLM(LlamaConfig(**shape)).eval()
 
 
 @torch.no_grad()

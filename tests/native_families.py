@@ -2,6 +2,7 @@
 checkpoints' rope, tying, biases and norms."""
 
 import torch
+from families import COMMON
 from transformers import (
     LlamaConfig,
     LlamaForCausalLM,
@@ -13,18 +14,14 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-SHAPE = dict(
-    vocab_size=96,
-    hidden_size=96,
-    intermediate_size=96,
-    num_hidden_layers=2,
-    num_attention_heads=6,
-    num_key_value_heads=2,
-    max_position_embeddings=512,
-    bos_token_id=1,
-    eos_token_id=2,
-    pad_token_id=2,
-)
+# The families' common tiny shape, wider (6 query heads over 2 KV heads, hidden 96).
+SHAPE = {k: v for k, v in COMMON.items() if k != "tie_word_embeddings"} | {
+    "vocab_size": 96,
+    "hidden_size": 96,
+    "intermediate_size": 96,
+    "num_attention_heads": 6,
+    "max_position_embeddings": 512,
+}
 LLAMA31_ROPE = {
     "rope_type": "llama3",
     "factor": 8.0,

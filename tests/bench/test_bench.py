@@ -76,23 +76,15 @@ def corpus(tmp_path):
     )
 
 
+def bench_argv(tiny_model_dir, corpus, tokens: int, *extra: str) -> list[str]:
+    """`pld bench` on the corpus with the tiny model on the CPU, quiet."""
+    common = ["-m", tiny_model_dir, "--device", "cpu", "--max-new-tokens", str(tokens), "-q"]
+    return ["bench", str(corpus), *common, *extra]
+
+
 def bench_json(tiny_model_dir, corpus, capsys, *extra) -> tuple[int, dict | None, str]:
     out = corpus.parent / "bench.json"
-    argv = [
-        "bench",
-        str(corpus),
-        "-m",
-        tiny_model_dir,
-        "--device",
-        "cpu",
-        "--max-new-tokens",
-        "12",
-        "-o",
-        str(out),
-        "-q",
-        *extra,
-    ]
-    code, stdout, err = pld(argv, capsys)
+    code, stdout, err = pld(bench_argv(tiny_model_dir, corpus, 12, "-o", str(out), *extra), capsys)
     assert stdout == ""
     return code, json.loads(out.read_text()) if out.exists() else None, err
 
@@ -190,20 +182,7 @@ def test_identity_check_flags_divergence_and_check_fails(
 
 
 def test_table_on_stdout_without_json(tiny_model_dir, corpus, capsys):
-    argv = [
-        "bench",
-        str(corpus),
-        "-m",
-        tiny_model_dir,
-        "--device",
-        "cpu",
-        "--max-new-tokens",
-        "4",
-        "--methods",
-        "pld,hf-pld",
-        "-q",
-    ]
-    code, out, err = pld(argv, capsys)
+    code, out, err = pld(bench_argv(tiny_model_dir, corpus, 4, "--methods", "pld,hf-pld"), capsys)
     assert (code, err) == (0, "")
     assert "mini/e1" in out and "hf-pld" in out
 

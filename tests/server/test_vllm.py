@@ -134,27 +134,7 @@ def test_a_document_longer_than_the_servers_context_is_summarized_in_chunks(tmp_
 
 def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
     """Last: it kills the server."""
-    names = ["rename_symbol.py", "add_docstrings.py", "fix_bug.py"]
-    paths = [tmp_path / name for name in names]
-    for name, path in zip(names, paths, strict=True):
-        shutil.copy(SAMPLES / "edit" / name, path)
-    before = [path.read_bytes() for path in paths]
-    args = [
-        PLD,
-        "edit",
-        *map(str, paths),
-        "-i",
-        "Add a comment above every function.",
-        "--write",
-        "-j",
-        "3",
-        "--max-new-tokens",
-        "768",
-        "--server",
-        URL,
-    ]
-    pld = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=ENV)
-    wait_for_requests_running(pld)
+    pld, paths, before = edits_in_flight(tmp_path, URL)
     os.killpg(int(os.environ["PLD_TEST_SERVER_PGID"]), signal.SIGKILL)
     _, err = pld.communicate(timeout=300)
     assert pld.returncode == 1 and "Traceback" not in err
@@ -165,12 +145,27 @@ def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
         assert str(path) in line and ("broke" in line or "ended the stream" in line), line
 
 
-def wait_for_requests_running(pld: subprocess.Popen, limit: float = 300) -> None:
+def edits_in_flight(folder: Path, url: str) -> tuple[subprocess.Popen, list[Path], list[bytes]]:
+    """pld editing three sample files with --write on the server, once the server decodes them:
+    the process (stderr piped), the files and their bytes before."""
+    names = ["rename_symbol.py", "add_docstrings.py", "fix_bug.py"]
+    paths = [folder / name for name in names]
+    for name, path in zip(names, paths, strict=True):
+        shutil.copy(SAMPLES / "edit" / name, path)
+    before = [path.read_bytes() for path in paths]
+    args = [PLD, "edit", *map(str, paths), "-i", "Add a comment above every function."]
+    args += ["--write", "-j", "3", "--max-new-tokens", "768", "--server", url]
+    pld = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, env=ENV)
+    wait_for_requests_running(pld, url)
+    return pld, paths, before
+
+
+def wait_for_requests_running(pld: subprocess.Popen, url: str, limit: float = 300) -> None:
     """Until the server is decoding what pld sent (its Prometheus gauge)."""
     start = time.perf_counter()
     while time.perf_counter() - start < limit:
         assert pld.poll() is None, pld.communicate()[1]
-        with urllib.request.urlopen(f"{URL}/metrics", timeout=10) as response:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
             for line in response.read().decode().splitlines():
                 if line.startswith("vllm:num_requests_running") and float(line.split()[-1]) >= 2:
                     return

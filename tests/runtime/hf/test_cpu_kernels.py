@@ -3,6 +3,7 @@ from contextlib import nullcontext
 import pytest
 import torch
 from conftest import tiny_llama
+from families import COMMON
 from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -17,15 +18,8 @@ from pld_cli.runtime.hf.dynamic import DynamicRuntime
 def gqa_model():
     """A tiny Llama with 6 query heads over 2 KV heads, on sdpa."""
     torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=64,
-        hidden_size=48,
-        intermediate_size=96,
-        num_hidden_layers=2,
-        num_attention_heads=6,
-        num_key_value_heads=2,
-        attn_implementation="sdpa",
-    )
+    shape = {"vocab_size": 64, "hidden_size": 48, "intermediate_size": 96, "num_attention_heads": 6}
+    config = LlamaConfig(**COMMON | shape, attn_implementation="sdpa")
     return LlamaForCausalLM(config).eval()
 
 
