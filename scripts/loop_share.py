@@ -37,7 +37,7 @@ def main() -> None:
     for item in load_corpora(args.corpora):
         if item.task.kind != "summarize":
             continue
-        config = DecodeConfig(max_new_tokens=args.max_new_tokens).for_task(
+        config = DecodeConfig(max_new_tokens=args.max_new_tokens, stop_loops=True).for_task(
             kind_of(item.task.kind).stops_at_loops
         )
         tokens, stats = engine.decode(task_ids(engine, item.task, config), config)

@@ -101,29 +101,21 @@ class LoopStop:
         return None
 
 
-def loop_copies(tokens: Sequence[int], span: int = LOOP_SPAN) -> tuple[int, int] | None:
-    """(where the loop's repeats begin, its period) in an output the loop stop ended: the
-    output's last `span` tokens occurred before, the latest time `period` tokens earlier, and
-    every token from the start of the repeats on equals the one a period before it. So
-    tokens[start - period : start] is the loop's first whole copy, and the output can end at
-    `start` having said it once. None if the output does not end in such a repeat.
+def repeat_start(tokens: Sequence[int], span: int = LOOP_SPAN) -> int | None:
+    """Where the output began to repeat itself: the start of the first run of `span` tokens that
+    occurred verbatim earlier on, or None. tokens[:start] holds no such repeat, and everything
+    the loop stop saw after it is a copy of something before.
 
-    >>> loop_copies([9, 1, 2, 3, 1, 2, 3, 1, 2, 3], span=3)  # 9, then 1 2 3 three times
-    (4, 3)
+    >>> repeat_start([9, 1, 2, 3, 1, 2, 3, 1, 2, 3], span=3)  # 9, then 1 2 3 three times
+    4
     """
-    end = len(tokens)
-    if end <= span:
-        return None
-    window = list(tokens[end - span :])
-    earlier = (e for e in range(end - 1, span - 1, -1) if list(tokens[e - span : e]) == window)
-    previous = next(earlier, None)
-    if previous is None:
-        return None
-    period = end - previous
-    start = end
-    while start - 1 - period >= 0 and tokens[start - 1] == tokens[start - 1 - period]:
-        start -= 1
-    return start, period
+    earlier: set[tuple[int, ...]] = set()
+    for start in range(len(tokens) - span + 1):
+        window = tuple(tokens[start : start + span])
+        if window in earlier:
+            return start
+        earlier.add(window)
+    return None
 
 
 def repeated_share(tokens: Sequence[int], span: int = LOOP_SPAN) -> float:

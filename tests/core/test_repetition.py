@@ -12,7 +12,7 @@ from pld_cli.core.repetition import (
     LOOP_SPAN,
     LoopStop,
     PenalizedRuntime,
-    loop_copies,
+    repeat_start,
     repeated_share,
 )
 from pld_cli.core.scripted import ScriptedRuntime
@@ -111,20 +111,20 @@ def test_repeated_share_counts_the_later_copies_only():
     assert repeated_share([1, 2, 3, 1, 2, 3, 4], span=3) == 3 / 7
 
 
-def test_loop_copies_finds_where_the_repeats_begin_and_their_period():
+def test_repeat_start_is_where_the_first_span_comes_back():
     before, cycle = list(range(100, 110)), list(range(200, 230))
     tokens = before + cycle * 4
     stopped = tokens[: LoopStop().extend(tokens)]
-    assert loop_copies(stopped) == (len(before) + len(cycle), len(cycle))
-    assert loop_copies([9, 1, 2, 3, 1, 2, 3, 1, 2, 3], span=3) == (4, 3)  # the docstring's
+    assert repeat_start(stopped) == len(before) + len(cycle)
+    assert repeat_start([9, 1, 2, 3, 1, 2, 3, 1, 2, 3], span=3) == 4  # the docstring's
 
 
-def test_loop_copies_starts_the_repeats_inside_a_prefix_that_ends_like_the_loop():
+def test_repeat_start_finds_a_repeat_that_began_inside_what_came_before():
     cycle = list(range(200, 230))
-    tokens = [1, 2] + cycle[-5:] + cycle * 3
-    assert loop_copies(tokens) == (2 + 5 + len(cycle) - 5, len(cycle))
+    tokens = [1, 2] + cycle[-5:] + cycle * 3  # the prefix ends like the cycle does
+    assert repeat_start(tokens) == 2 + 5 + len(cycle) - 5
 
 
-def test_loop_copies_is_none_without_a_repeat_at_the_end():
-    assert loop_copies(list(range(100))) is None
-    assert loop_copies([1, 2, 3], span=24) is None
+def test_repeat_start_is_none_without_a_repeat():
+    assert repeat_start(list(range(100))) is None
+    assert repeat_start([1, 2, 3], span=24) is None
