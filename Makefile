@@ -15,7 +15,10 @@ COMPAT_VERSIONS := $(OLDEST_TRANSFORMERS) 5.17.0
 
 setup: $(READY)
 
-$(READY): pyproject.toml
+# pld's C kernels are built by the install (setup.py): a change to them installs again.
+KERNEL_SOURCES := setup.py $(wildcard pld_cli/runtime/clib/csrc/*.[ch] pld_cli/runtime/clib/csrc/variants/*.c)
+
+$(READY): pyproject.toml $(KERNEL_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[dev,plot]'
@@ -42,7 +45,7 @@ test-compat: $(foreach v,$(COMPAT_VERSIONS),.venv-tf$(v)/.ready)
 	for v in $(COMPAT_VERSIONS); do \
 		HF_HUB_OFFLINE=1 .venv-tf$$v/bin/pytest -q -m "not slow" || exit 1; done
 
-.venv-tf%/.ready: pyproject.toml
+.venv-tf%/.ready: pyproject.toml $(KERNEL_SOURCES)
 	test -x .venv-tf$*/bin/python || $(PYTHON) -m venv .venv-tf$*
 	.venv-tf$*/bin/pip install --quiet $(TORCH)
 	.venv-tf$*/bin/pip install --quiet -e '.[dev]' 'transformers==$*'
@@ -54,3 +57,4 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) .venv-tf* .venv-vllm build *.egg-info .pytest_cache .ruff_cache
+	rm -f pld_cli/runtime/clib/_*.so

@@ -105,7 +105,7 @@ def greedy_outputs(loaded, items: list, max_new: int) -> list[tuple[list[int], l
     outputs = []
     for item in items:
         ids = prompt_ids(loaded.tokenizer, item.task)
-        outputs.append((ids, decode_ids(loaded, ids, config, runtime_kind="native")[0]))
+        outputs.append((ids, decode_ids(loaded, ids, config, runtime_name=RuntimeName.NATIVE)[0]))
     return outputs
 
 

@@ -11,6 +11,7 @@ from pld_cli.core.stats import Stats
 from pld_cli.engines.local import LocalEngine, decode_ids
 from pld_cli.runtime.hf.dynamic import DynamicRuntime
 from pld_cli.runtime.hf.static import StaticRuntime
+from pld_cli.runtime.names import RuntimeName
 from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.tasks.pipeline import run_task, task_ids
 from pld_cli.tasks.prompts import Task
@@ -109,10 +110,10 @@ def test_default_model_same_output_on_every_runtime(default_model):
     task = Task("edit", EDIT_SOURCE, "Add a docstring to every function.", "geo.py")
     config = DecodeConfig(max_new_tokens=80)
     ids = task_ids(LocalEngine(default_model), task, config)
-    static_pld, _ = decode_ids(default_model, ids, config, runtime_kind="static")
+    static_pld, _ = decode_ids(default_model, ids, config, runtime_name=RuntimeName.STATIC)
     plain = dataclasses.replace(config, use_pld=False)
-    dynamic_plain, _ = decode_ids(default_model, ids, plain, runtime_kind="dynamic")
+    dynamic_plain, _ = decode_ids(default_model, ids, plain, runtime_name=RuntimeName.DYNAMIC)
     assert static_pld == dynamic_plain
-    native_pld, _ = decode_ids(default_model, ids, config, runtime_kind="native")
-    native_plain, _ = decode_ids(default_model, ids, plain, runtime_kind="native")
+    native_pld, _ = decode_ids(default_model, ids, config, runtime_name=RuntimeName.NATIVE)
+    native_plain, _ = decode_ids(default_model, ids, plain, runtime_name=RuntimeName.NATIVE)
     assert native_pld == native_plain == dynamic_plain

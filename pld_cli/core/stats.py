@@ -34,6 +34,7 @@ class Stats:
     # metrics): drafted_tokens is then unknown (null in JSON), never a guess.
     drafts_known: bool = True
     costs: Sequence[float] | None = None  # measured t(q), for the estimated speedup
+    runtime: str | None = None  # what ran the passes (native-int8+avx2: the C kernels' variant)
     pass_sizes: Counter[int] = field(default_factory=Counter)  # positions per pass -> passes
     # per draft position i (0-based): passes that verified it, and passes that accepted it
     position_tried: list[int] = field(default_factory=list)
@@ -70,10 +71,11 @@ class Stats:
     @classmethod
     def merged(cls, runs: Sequence[Stats]) -> Stats:
         """The stats of several decodes as one (a long document's calls, a run's files): counts
-        and times summed, the first one's costs; a call cut short makes the whole incomplete, so
-        the stop is the first that is not EOS, else the last one's."""
+        and times summed, the first one's costs and runtime; a call cut short makes the whole
+        incomplete, so the stop is the first that is not EOS, else the last one's."""
         stop = next((s.stop for s in runs if s.stop != Stop.EOS), runs[-1].stop) if runs else None
-        out = cls(costs=runs[0].costs if runs else None, stop=stop)
+        first = runs[0] if runs else cls()
+        out = cls(costs=first.costs, runtime=first.runtime, stop=stop)
         out.drafts_known = all(stats.drafts_known for stats in runs)
         for stats in runs:
             for name in cls.COUNTS:
@@ -148,6 +150,7 @@ class Stats:
             "copy_rate": round(self.copy_rate, 4),
             "mean_accepted": round(self.mean_accepted, 3),
             "removed_tokens": self.removed_tokens,
+            "runtime": self.runtime,
         }
 
 

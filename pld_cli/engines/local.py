@@ -26,7 +26,7 @@ def decode_ids(
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats."""
     runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
-    stats, tokens = Stats(costs=costs), []
+    stats, tokens = Stats(costs=costs, runtime=runtime.name), []
     for event in generate(runtime, ids, loaded.eos_ids, config, costs):
         stats.add(event)
         if isinstance(event, Pass):

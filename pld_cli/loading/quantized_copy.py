@@ -23,7 +23,6 @@ from safetensors.torch import load_file, save_file
 from pld_cli.cache import cache_dir
 from pld_cli.loading.checkpoint import Checkpoint
 from pld_cli.runtime.native.model import NativeWeights
-from pld_cli.runtime.native.quantized.quantize import head_matrix, layer_matrix
 from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import FORMAT, flatten
 
@@ -31,13 +30,10 @@ from pld_cli.runtime.native.quantized.state import FORMAT, flatten
 def copy_path(checkpoint: Checkpoint, scheme: Scheme, dtype: torch.dtype) -> Path:
     files = sorted(set(checkpoint.files.values()))
     stamps = [(name, (checkpoint.folder / name).stat()) for name in files]
-    # The layers' and head's layouts depend on the kernels built here.
     scheme = Scheme(scheme)
-    layout = f"{layer_matrix(scheme).__name__}+{head_matrix().__name__}"
     made_from = [
         str(checkpoint.folder.resolve()),
         str(scheme),
-        layout,
         str(dtype),
         FORMAT,
         torch.__version__,

@@ -37,12 +37,12 @@ SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes me
 # the quantized head recomputes the logits near the top one, and passes run over a repeated
 # pattern; 4: quantized decode and verify passes attend through the C row kernel,
 # ../native/attention.py; 5: they run all their layers in one C call, ../native/decoder.py, and
-# the int8 head in groups).
-KERNEL_REVISION = 5
-# The calibration's tokens: a random pattern of this many, repeated. A pass's cost depends on its
-# logits at one point, the quantized head's (../native/quantized/head.py), which recomputes every
-# logit near the top one: about one per position over text or copied spans, hundreds over random
-# tokens, which made the head cost about twice the kernel's time (docs/design-measurements.md).
+# the int8 head in groups; 6: the C kernels come in variants per instruction set, named in the
+# runtime's name).
+KERNEL_REVISION = 6
+# The calibration's tokens: a random pattern of this many, repeated, as text and copied spans are
+# (a head that recomputed the logits near the top one, as torch's int8 head did, cost twice the
+# kernel's time over random tokens: docs/design-measurements.md).
 PATTERN = 100
 
 

@@ -1,113 +1,116 @@
-"""pld's C kernels (`csrc/`), compiled for this machine on first use and loaded with ctypes.
+"""pld's C kernels (`csrc/`), built at install once per instruction set (setup.py), one of them
+loaded with ctypes when first asked for.
 
-They are built with `-march=native`, so the library is cached per source, compiler and CPU (its
-flags from /proc/cpuinfo) in the user cache, written atomically. OpenMP comes from the libgomp
-torch has already loaded (the library asks for the same soname), so the kernels share torch's
-threads and their count. Where no compiler, no OpenMP or no AVX-512 is at hand, or PLD_C_KERNELS=0,
-`loaded()` is None and says why in `unavailable()`: the callers keep torch's kernels.
+Like ggml's CPU backend and numpy, the library comes in variants: AVX-512 VNNI, AVX2 and plain C,
+each the same source compiled for its instructions and each computing the same bits (csrc/simd.h),
+so the choice changes the speed, never the output. The best variant that was built and that this
+CPU runs is taken (the portable library, which uses no special instruction, is asked what the CPU
+runs); `PLD_KERNELS` names one (`avx2`, `portable`, ...) or `off`. A variant whose tables differ
+from pld's (a stale build) is refused. OpenMP comes from the libgomp torch has already loaded (the
+library asks for the same soname), so the kernels share torch's threads and their count. Where no
+variant can be had, `loaded()` is None and `unavailable()` says why, once for the process.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
+import importlib.machinery
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
+from enum import Enum
 from functools import cache
 from pathlib import Path
 
 import torch  # noqa: F401  (loads torch's libgomp first, which the library then shares)
 
-from pld_cli.cache import cache_dir
+from pld_cli.runtime.clib.tables import layout_mismatch
 
-SOURCES = sorted((Path(__file__).parent / "csrc").glob("*.c"))
-HEADERS = sorted((Path(__file__).parent / "csrc").glob("*.h"))  # included by the sources
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC"]
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-# Each kernel and its arguments; a kernel the CPU lacks instructions for is left out of the build.
+# Each kernel and its arguments.
 SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
     "grouped_int8_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, PTR], ctypes.c_int),
     "decode_rows": ([PTR, PTR, INT, INT], ctypes.c_int),
 }
+WRONG_SIZES = -2  # what a kernel returns for sizes it does not take (csrc/)
 
-_why: list[str] = []
+
+class Variant(str, Enum):
+    """A build of the library for one instruction set, best first."""
+
+    AVX512_VNNI = "avx512-vnni"
+    AVX2 = "avx2"
+    PORTABLE = "portable"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def path(self) -> Path | None:
+        """The built library, or None where it was not built (setup.py names it _<variant>)."""
+        stem = Path(__file__).parent / f"_{self.value.replace('-', '_')}"
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            if stem.with_name(stem.name + suffix).exists():
+                return stem.with_name(stem.name + suffix)
+        return None
 
 
 def loaded() -> ctypes.CDLL | None:
-    """The compiled kernels, or None (see `unavailable`)."""
-    return _load()
+    """The chosen variant's library, or None (see `unavailable`)."""
+    return _load()[0]
+
+
+def variant() -> Variant | None:
+    """The variant that runs, or None where none does."""
+    return _load()[1]
 
 
 def kernel(name: str):
-    """One kernel of the library, or None where the library or that kernel was not built."""
-    lib = _load()
-    return getattr(lib, name) if lib is not None and hasattr(lib, name) else None
+    """One kernel of the library, or None where no library is loaded."""
+    lib = loaded()
+    return getattr(lib, name) if lib is not None else None
 
 
 def unavailable() -> str | None:
     """Why the kernels are not in use, or None when they are."""
-    _load()
-    return _why[0] if _why else None
+    return _load()[2]
+
+
+def runnable() -> list[Variant]:
+    """The variants built here that this CPU runs, best first."""
+    portable = _open(Variant.PORTABLE)
+    if portable is None:
+        return []
+    portable.pld_cpu_runs.argtypes, portable.pld_cpu_runs.restype = [ctypes.c_char_p], ctypes.c_int
+    return [v for v in Variant if v.path is not None and portable.pld_cpu_runs(v.value.encode())]
 
 
 @cache
-def _load() -> ctypes.CDLL | None:
-    if os.environ.get("PLD_C_KERNELS", "1") == "0":
-        return _refuse("PLD_C_KERNELS=0")
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None or platform.system() != "Linux":
-        return _refuse("no C compiler on Linux")
-    try:
-        path = _built(compiler)
-        lib = ctypes.CDLL(str(path))
-    except (OSError, subprocess.SubprocessError) as why:
-        return _refuse(f"not built: {str(why).splitlines()[0] if str(why) else type(why).__name__}")
+def _load() -> tuple[ctypes.CDLL | None, Variant | None, str | None]:
+    asked = os.environ.get("PLD_KERNELS", "auto")
+    if asked == "off":
+        return None, None, "PLD_KERNELS=off"
+    if asked not in ("auto", *Variant._value2member_map_):
+        names = ", ".join(["auto", "off", *Variant._value2member_map_])
+        return None, None, f"PLD_KERNELS={asked}: expected one of {names}"
+    runs = runnable()
+    if not runs:
+        return None, None, "not built when pld was installed (no C compiler with OpenMP?)"
+    chosen = runs[0] if asked == "auto" else Variant(asked)
+    if chosen not in runs:
+        return None, None, f"PLD_KERNELS={asked}: not built here or not run by this CPU"
+    lib = _open(chosen)
+    why = layout_mismatch(lib) if lib is not None else "it does not load"
+    if why is not None:
+        return None, None, f"the {chosen} build is stale: {why}; reinstall pld"
     for name, (argtypes, restype) in SIGNATURES.items():
-        if hasattr(lib, name):
-            getattr(lib, name).argtypes, getattr(lib, name).restype = argtypes, restype
-    return lib
+        getattr(lib, name).argtypes, getattr(lib, name).restype = argtypes, restype
+    return lib, chosen, None
 
 
-def _refuse(why: str) -> None:
-    _why.append(why)
-    return None
-
-
-def _built(compiler: str) -> Path:
-    """The library for these sources on this compiler and CPU, compiled once."""
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30)
-    key = hashlib.sha256()
-    for part in [
-        *(s.read_bytes() for s in SOURCES + HEADERS),
-        version.stdout.encode(),
-        _cpu_flags(),
-    ]:
-        key.update(part)
-    path = cache_dir() / "kernels" / f"pld-kernels-{key.hexdigest()[:16]}.so"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=path.parent) as folder:
-            built = Path(folder) / path.name
-            command = [compiler, *FLAGS, "-o", str(built), *map(str, SOURCES), "-lm"]
-            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-            if done.returncode != 0:
-                raise subprocess.SubprocessError(_first_error(done.stderr))
-            os.replace(built, path)  # another process may have built it too: same bytes
-    return path
-
-
-def _first_error(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if "error" in line]
-    return (lines or stderr.splitlines() or ["the compiler failed"])[0].strip()
-
-
-def _cpu_flags() -> bytes:
+@cache
+def _open(variant: Variant) -> ctypes.CDLL | None:
+    """A variant's library, loaded (not yet called), or None where it was not built."""
     try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return ctypes.CDLL(str(variant.path)) if variant.path is not None else None
     except OSError:
-        return b""
-    return next((line for line in lines if line.startswith("flags")), "").encode()
+        return None

@@ -15,34 +15,12 @@ import ctypes
 import torch
 
 from pld_cli.runtime.clib import library
+from pld_cli.runtime.clib.tables import MATRICES, Block, Decoder, Matrix
 from pld_cli.runtime.native.attention import kernel_fits
 from pld_cli.runtime.native.model import Layer, NativeWeights
 from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
-from pld_cli.runtime.native.quantized.quantize import LAYER_MATRICES
 
 KERNEL = "decode_rows"
-PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-
-
-class Matrix(ctypes.Structure):
-    _fields_ = [("values", PTR), ("scales", PTR), ("offsets", PTR), ("bias", PTR)]
-    _fields_ += [("rows", INT), ("cols", INT)]
-
-
-class Block(ctypes.Structure):
-    _fields_ = [(name, PTR) for name in ("attention_norm", "q_norm", "k_norm", "mlp_norm")]
-    _fields_ += [(name, Matrix) for name in LAYER_MATRICES]
-
-
-class Decoder(ctypes.Structure):
-    _fields_ = [(name, INT) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")]
-    _fields_ += [
-        ("slots", INT),
-        ("eps", FLOAT),
-        ("scaling", FLOAT),
-        ("blocks", ctypes.POINTER(Block)),
-    ]
-    _fields_ += [(name, PTR) for name in ("keys", "values", "cos", "sin")]
 
 
 def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
@@ -52,7 +30,7 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
     grouped = all(
         isinstance(matrix, GroupedInt8Matrix) and matrix.rows_checked > 0
         for layer in weights.layers
-        for matrix in (getattr(layer, name) for name in LAYER_MATRICES)
+        for matrix in (getattr(layer, name) for name in MATRICES)
     )
     fitting = grouped and kernel_fits(weights.head_dim, dtype)
     return fitting and library.kernel(KERNEL) is not None
@@ -96,6 +74,8 @@ class CDecoder:
         keys and values into the cache."""
         x = x.to(torch.float32).contiguous().clone()
         code = library.kernel(KERNEL)(ctypes.byref(self.table), x.data_ptr(), x.shape[0], start)
+        if code == library.WRONG_SIZES:
+            raise ValueError("C decoder: the model's sizes do not agree with its tables")
         if code != 0:
             raise MemoryError("C decoder: no memory for a pass's activations")
         return x
@@ -103,7 +83,7 @@ class CDecoder:
     def block(self, layer: Layer) -> Block:
         norms = ("attention_norm", "q_norm", "k_norm", "mlp_norm")
         fields = {name: self.pointer(getattr(layer, name)) for name in norms}
-        for name in LAYER_MATRICES:
+        for name in MATRICES:
             fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
         return Block(**fields)
 

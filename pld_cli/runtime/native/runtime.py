@@ -96,10 +96,10 @@ class NativeRuntime:
 
     @property
     def name(self) -> str:
-        """native, with the quantization and the C row attention (native-int8+c: pass costs are
-        cached per name)."""
+        """native, with the quantization and the C library's variant (native-int8+avx2: pass
+        costs are cached per name)."""
         name = "native" if self.scheme is None else f"native-{self.scheme}"
-        name += "+c" if self.row_kernel else ""
+        name += f"+{library.variant()}" if self.row_kernel else ""
         return f"{name}+cuda-graphs" if self.graphs else name
 
     def notes(self) -> list[str]:
@@ -107,11 +107,11 @@ class NativeRuntime:
         verify pass, and why pld's C library does not where it does not."""
         if self.scheme is None:
             return [f"kernels: {self.keys.dtype} matmul ({' or '.join(self.paths) or 'plain'})"]
-        layers = f"layers {layout(self.scheme)}"
+        layers, variant = f"layers {layout(self.scheme)}", library.variant()
         if self.decoder is not None:
-            path = "every layer of a decode or verify pass in one call of pld's C library"
+            path = f"each decode or verify pass in one call of pld's C kernels ({variant})"
         elif self.row_kernel:
-            path = "attention row by row in pld's C library"
+            path = f"attention row by row in pld's C kernels ({variant})"
         else:
             path = f"attention row by row through sdpa (pld's C library: {library.unavailable()})"
         return [f"kernels: {layers}; {path}"]

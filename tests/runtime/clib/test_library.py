@@ -1,37 +1,84 @@
-"""Building pld's C kernels: once per source, compiler and CPU; without them, a reason."""
+"""pld's C library: built at install for each instruction set, the best one this CPU runs chosen,
+one forced by PLD_KERNELS, and a build whose tables differ from pld's refused."""
 
 import pytest
 
-from pld_cli.runtime.clib import library
+from pld_cli.runtime.clib import library, tables
+from pld_cli.runtime.clib.library import Variant
 
 
 @pytest.fixture
-def fresh(monkeypatch, tmp_path):
-    monkeypatch.setattr(library, "cache_dir", lambda: tmp_path)
-    monkeypatch.setattr(library, "_why", [])
+def fresh(monkeypatch):
+    """The library chosen anew under the test's environment, and again after it."""
     library._load.cache_clear()
-    yield tmp_path
+    yield monkeypatch
     library._load.cache_clear()
 
 
-def test_the_library_is_built_once_and_then_read_from_the_cache(fresh, monkeypatch):
-    if library.loaded() is None:
-        pytest.skip(library.unavailable())
-    built = list((fresh / "kernels").glob("*.so"))
-    assert len(built) == 1 and library.unavailable() is None
-    stamp = built[0].stat().st_mtime_ns
+def test_the_portable_build_exists_and_the_best_runnable_variant_is_chosen(fresh):
+    runs = library.runnable()
+    assert Variant.PORTABLE in runs and runs == sorted(runs, key=list(Variant).index)
+    assert library.variant() is runs[0] and library.unavailable() is None
+
+
+@pytest.mark.parametrize("variant", list(Variant))
+def test_a_variant_can_be_forced_where_the_cpu_runs_it(fresh, variant):
+    fresh.setenv("PLD_KERNELS", variant.value)
+    if variant in library.runnable():
+        assert library.variant() is variant
+        assert library.loaded().pld_variant  # the variant's own library, not the portable one
+    else:
+        assert library.loaded() is None
+        assert "not built here or not run by this CPU" in library.unavailable()
+
+
+def test_the_kernels_can_be_switched_off_and_a_wrong_name_is_named(fresh):
+    fresh.setenv("PLD_KERNELS", "off")
+    assert library.loaded() is None and library.unavailable() == "PLD_KERNELS=off"
     library._load.cache_clear()
-    assert library.loaded() is not None
-    assert built[0].stat().st_mtime_ns == stamp  # not compiled again
+    fresh.setenv("PLD_KERNELS", "sse9")
+    assert library.loaded() is None and "PLD_KERNELS=sse9: expected one of" in library.unavailable()
 
 
-def test_a_failing_compiler_leaves_torchs_kernels_and_says_why(fresh, monkeypatch):
-    monkeypatch.setenv("CC", "false")
+def test_a_build_with_other_tables_is_refused_in_one_line(fresh):
+    fresh.setattr(tables, "ABI_VERSION", tables.ABI_VERSION + 1)
     assert library.loaded() is None
-    assert library.unavailable().startswith("not built")
-    assert not list((fresh / "kernels").glob("*.so"))
+    why = library.unavailable()
+    assert "is stale" in why and "reinstall pld" in why and "\n" not in why
 
 
-def test_the_kernels_can_be_switched_off(fresh, monkeypatch):
-    monkeypatch.setenv("PLD_C_KERNELS", "0")
-    assert library.loaded() is None and library.unavailable() == "PLD_C_KERNELS=0"
+def test_the_library_reports_the_layout_pld_expects():
+    assert tables.layout_mismatch(library._open(Variant.PORTABLE)) is None
+
+
+def test_a_kernel_given_sizes_it_does_not_take_refuses_them(fresh):
+    import torch
+
+    x, out = torch.zeros(2, 40), torch.zeros(2, 8)
+    values, scales = torch.zeros(8, 40, dtype=torch.uint8), torch.zeros(8, 2)
+    code = library.kernel("grouped_int8_mm")(
+        x.data_ptr(),
+        2,
+        values.data_ptr(),
+        scales.data_ptr(),
+        scales.data_ptr(),
+        8,
+        40,
+        out.data_ptr(),
+    )  # 40 inputs: not whole groups of 32
+    assert code == library.WRONG_SIZES
+    query = torch.zeros(1, 1, 24)
+    code = library.kernel("attend_rows")(
+        query.data_ptr(),
+        query.data_ptr(),
+        query.data_ptr(),
+        1,
+        1,
+        1,
+        24,
+        1,
+        1,
+        1.0,
+        query.data_ptr(),
+    )  # head_dim 24: not a multiple of 16
+    assert code == library.WRONG_SIZES

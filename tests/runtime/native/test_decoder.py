@@ -7,7 +7,6 @@ import torch
 from native_families import FAMILIES, assert_close
 
 from pld_cli.runtime.clib import library
-from pld_cli.runtime.native.quantized.matrices import Int8Matrix
 from pld_cli.runtime.native.quantized.quantize import quantize_model
 from pld_cli.runtime.native.runtime import NativeRuntime
 
@@ -50,8 +49,7 @@ def test_a_pass_through_the_c_decoder_is_the_torch_forwards(family):
 
 
 @needs_kernel
-def test_the_c_decoder_takes_int8_in_groups_only(monkeypatch):
-    monkeypatch.setattr(
-        "pld_cli.runtime.native.quantized.quantize.layer_matrix", lambda kind: Int8Matrix
-    )
-    assert NativeRuntime(quantized("smollm2"), 64).decoder is None
+def test_the_c_decoder_takes_int8_in_groups_only():
+    model = FAMILIES["smollm2"]().eval()
+    quantize_model(model, "int4")
+    assert NativeRuntime(model, 64).decoder is None

@@ -12,54 +12,17 @@
    Prefills of more than one position run the torch forward over the same kernel; they are the
    same for both. */
 
-/* Built only where the int8 kernel is (grouped_int8.c): without it the library keeps the row
-   attention and pld runs the torch forward. */
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
-
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <immintrin.h>
 
-#include "vector_exp.h"
-
-int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
-                    const float* offsets, int64_t N, int64_t K, float* y);
-int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
-                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
-                 float scale, float* out);
-
-/* A GroupedInt8Matrix [rows, cols] (see grouped_int8.c) and its bias [rows] (NULL: none). */
-typedef struct {
-  const uint8_t* values;
-  const float* scales;
-  const float* offsets;
-  const float* bias;
-  int64_t rows, cols;
-} Matrix;
-
-typedef struct {
-  const float* attention_norm; /* [hidden] */
-  const float* q_norm;         /* [head_dim], NULL where the family has none (as k_norm) */
-  const float* k_norm;
-  const float* mlp_norm; /* [hidden] */
-  Matrix qkv, out, gate_up, down;
-} Block;
-
-typedef struct {
-  int64_t layers, hidden, heads, kv_heads, head_dim, slots;
-  float eps, scaling;
-  const Block* blocks;
-  float* keys; /* [layers, kv_heads, slots, head_dim], as values */
-  float* values;
-  const float* cos; /* [positions, head_dim], as sin */
-  const float* sin;
-} Decoder;
+#include "decoder.h"
+#include "simd.h"
 
 /* y [rows, N] = x [rows, K] @ W.T + bias */
 static int product(const Matrix* m, const float* x, int64_t rows, float* y) {
-  if (grouped_int8_mm(x, rows, m->values, m->scales, m->offsets, m->rows, m->cols, y) != 0)
-    return -1;
+  int code = grouped_int8_mm(x, rows, m->values, m->scales, m->offsets, m->rows, m->cols, y);
+  if (code != 0) return code;
   if (m->bias)
     for (int64_t i = 0; i < rows; i++)
       for (int64_t n = 0; n < m->rows; n++) y[i * m->rows + n] += m->bias[n];
@@ -87,16 +50,13 @@ static void rotate(float* x, int64_t d, const float* cos, const float* sin) {
 /* out [n] = silu(gate) * up, silu(g) = g sigmoid(g), through e = e^-|g| (no overflow): sigmoid(g)
    is 1 / (1 + e) for g >= 0 and e / (1 + e) below (no cancellation). */
 static void gated_silu(const float* gate, const float* up, int64_t n, float* out) {
-  const __m512 one = _mm512_set1_ps(1.0f);
+  const vf16 one = vf_set1(1.0f);
   for (int64_t e = 0; e < n; e += 16) {
-    __mmask16 in = n - e >= 16 ? 0xFFFF : (__mmask16)((1u << (n - e)) - 1);
-    __m512 g = _mm512_maskz_loadu_ps(in, gate + e);
-    __m512 small = exp16(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
-    __m512 below = _mm512_div_ps(one, _mm512_add_ps(one, small)); /* sigmoid(|g|) */
-    __mmask16 negative = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
-    __m512 sigmoid = _mm512_mask_mul_ps(below, negative, small, below);
-    __m512 out16 = _mm512_mul_ps(_mm512_mul_ps(g, sigmoid), _mm512_maskz_loadu_ps(in, up + e));
-    _mm512_mask_storeu_ps(out + e, in, out16);
+    vf16 g = vf_load_n(gate + e, n - e);
+    vf16 small = vf_exp(vf_sub(vf_zero(), vf_abs(g)));
+    vf16 below = vf_div(one, vf_add(one, small)); /* sigmoid(|g|) */
+    vf16 sigmoid = vf_if_negative(g, vf_mul(small, below), below);
+    vf_store_n(out + e, vf_mul(vf_mul(g, sigmoid), vf_load_n(up + e, n - e)), n - e);
   }
 }
 
@@ -128,9 +88,9 @@ static int attention(const Decoder* m, int64_t l, const Block* b, int64_t rows, 
         values[slot] = row[(m->heads + m->kv_heads + g) * d + e];
       }
   }
-  if (attend_rows(s->query, keys, values, m->heads, m->kv_heads, rows, d, m->slots, start + 1,
-                  m->scaling, s->attended) != 0)
-    return -1;
+  int code = attend_rows(s->query, keys, values, m->heads, m->kv_heads, rows, d, m->slots,
+                         start + 1, m->scaling, s->attended);
+  if (code != 0) return code;
   for (int64_t i = 0; i < rows; i++)
     for (int64_t h = 0; h < m->heads; h++)
       for (int64_t e = 0; e < d; e++)
@@ -143,25 +103,43 @@ static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, int64_t st
   int64_t hidden = m->hidden, inner = b->gate_up.rows / 2;
   for (int64_t i = 0; i < rows; i++)
     rms_norm(x + i * hidden, hidden, b->attention_norm, m->eps, s->h + i * hidden);
-  if (product(&b->qkv, s->h, rows, s->qkv) != 0) return -1;
-  if (attention(m, l, b, rows, start, s) != 0) return -1;
-  if (product(&b->out, s->merged, rows, s->y) != 0) return -1;
+  int code = product(&b->qkv, s->h, rows, s->qkv);
+  if (code == 0) code = attention(m, l, b, rows, start, s);
+  if (code == 0) code = product(&b->out, s->merged, rows, s->y);
+  if (code != 0) return code;
   for (int64_t e = 0; e < rows * hidden; e++) x[e] = x[e] + s->y[e];
   for (int64_t i = 0; i < rows; i++)
     rms_norm(x + i * hidden, hidden, b->mlp_norm, m->eps, s->h + i * hidden);
-  if (product(&b->gate_up, s->h, rows, s->gate_up) != 0) return -1;
+  code = product(&b->gate_up, s->h, rows, s->gate_up);
+  if (code != 0) return code;
   for (int64_t i = 0; i < rows; i++) {
     const float* gate = s->gate_up + i * 2 * inner;
     gated_silu(gate, gate + inner, inner, s->act + i * inner);
   }
-  if (product(&b->down, s->act, rows, s->y) != 0) return -1;
-  for (int64_t e = 0; e < rows * hidden; e++) x[e] = x[e] + s->y[e];
-  return 0;
+  code = product(&b->down, s->act, rows, s->y);
+  for (int64_t e = 0; e < rows * hidden && code == 0; e++) x[e] = x[e] + s->y[e];
+  return code;
+}
+
+/* Whether every layer's matrices have the shapes the model's sizes give them. */
+static int shapes_agree(const Decoder* m) {
+  int64_t d = m->head_dim, attended = m->heads * d;
+  int ok = m->layers > 0 && m->hidden > 0 && m->kv_heads > 0 && m->heads % m->kv_heads == 0;
+  for (int64_t l = 0; ok && l < m->layers; l++) {
+    const Block* b = m->blocks + l;
+    ok = b->qkv.rows == attended + 2 * m->kv_heads * d && b->qkv.cols == m->hidden &&
+         b->out.rows == m->hidden && b->out.cols == attended && b->gate_up.cols == m->hidden &&
+         b->gate_up.rows % 2 == 0 && b->down.cols == b->gate_up.rows / 2 &&
+         b->down.rows == m->hidden;
+  }
+  return ok;
 }
 
 /* Runs every layer over x [rows, hidden] in place: rows at positions start..start+rows-1, row i
-   attending to slots [0, start + i]. Returns 0, or -1 where memory could not be had. */
+   attending to slots [0, start + i]. Returns 0, -1 where memory could not be had, -2 where the
+   table's sizes disagree (with each other, the kernels or the cache). */
 int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start) {
+  if (rows <= 0 || start < 0 || start + rows > m->slots || !shapes_agree(m)) return -2;
   int64_t d = m->head_dim, inner = 0;
   for (int64_t l = 0; l < m->layers; l++)
     inner = m->blocks[l].gate_up.rows / 2 > inner ? m->blocks[l].gate_up.rows / 2 : inner;
@@ -181,4 +159,3 @@ int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start) {
   return code;
 }
 
-#endif

@@ -1,12 +1,11 @@
-"""torch's weight-only int8 and int4 kernels as matrices whose rows stand alone.
+"""torch's weight-only int4 kernel as a matrix whose rows stand alone.
 
-A CPU pass is bound by reading the weights, so int8 or int4 weights make it cheaper. torch's
-weight-only kernels (`_weight_int8pack_mm`, `_weight_int4pack_mm_for_cpu`) take bfloat16
-activations and compute each output row from its own input row, so a verify pass's logits are those
-of one-position passes and pld's output equals `--no-pld`'s. That is checked at load on the machine
-itself (`RowKernel.computes_rowwise`); where it fails, verify passes run their rows one at a time.
-Their float32- and float16-activation variants are reference loops, many times slower
-(docs/design-measurements.md).
+A CPU pass is bound by reading the weights, so int4 weights make it cheaper. torch's weight-only
+kernel (`_weight_int4pack_mm_for_cpu`) takes bfloat16 activations and computes each output row
+from its own input row, so a verify pass's logits are those of one-position passes and pld's
+output equals `--no-pld`'s. That is checked at load on the machine itself
+(`RowKernel.computes_rowwise`); where it fails, verify passes run their rows one at a time. Its
+float32-activation variant is a reference loop, many times slower (docs/design-measurements.md).
 """
 
 from __future__ import annotations
@@ -53,34 +52,6 @@ class RowKernel:
         return all(torch.equal(self.product(x[:m]), alone[:m]) for m in range(2, len(x) + 1))
 
 
-class Int8Matrix(RowKernel):
-    """An [out, in] matrix as int8 values and a bfloat16 scale per output row (symmetric)."""
-
-    def __init__(self, weight: torch.Tensor) -> None:
-        # The kernel multiplies by bfloat16 scales: quantize against the rounded ones.
-        self.scales = (weight.abs().amax(1).clamp(min=1e-12) / 127).to(torch.bfloat16)
-        self.values = int8_rows(weight, self.scales.float()[:, None])
-
-    def product(self, x: torch.Tensor) -> torch.Tensor:
-        return torch._weight_int8pack_mm(x.to(ACTIVATIONS), self.values, self.scales).to(x.dtype)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return tuple(self.values.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.values.nbytes + self.scales.nbytes
-
-
-def int8_rows(weight: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
-    """round(weight / steps) in [-127, 127] as int8, a slab of rows at a time."""
-    out = torch.empty(weight.shape, dtype=torch.int8, device=weight.device)
-    for rows in slabs(weight):
-        out[rows] = torch.round(weight[rows].float() / steps[rows]).clamp_(-127, 127)
-    return out
-
-
 def slabs(weight: torch.Tensor) -> list[slice]:
     """Row ranges of about SLAB values each, so a large matrix's float temporaries at load stay
     a few MB and not a copy of it each."""
@@ -121,6 +92,3 @@ class Int4Matrix(RowKernel):
     @property
     def nbytes(self) -> int:
         return self.packed.nbytes + self.scales_zeros.nbytes
-
-
-Matrix = Int8Matrix | Int4Matrix

@@ -1,13 +1,15 @@
-"""Weight-only quantization for the native forward: int8 (in groups, or per output channel where
-pld's kernel is not built) and int4 in groups.
+"""Weight-only quantization for the native forward: int8 in groups of 32 (pld's kernels) and int4
+in groups of 32 (torch's kernel).
 
 The layers run kernels whose rows stand alone (`grouped.py`, else torch's: `matrices.py`), so
 pld's output equals `--no-pld`'s by construction; attention and the norms stay float32. Weights
 are quantized once, at load, a decoder block at a time (fused by `../model.py`'s `block_layer`),
 each block's float weights freed before the next, so float32 never lives beside the quantized copy
 (`materialize` builds a model too large for float32 block by block). The embedding and head are
-int8 in groups of 32, through pld's kernel, else torch's with an exact argmax (`head.py`): its
-bfloat16 logits alone cost more agreement than the layers' 4-bit groups. transformers' forward has
+int8 in groups of 32 through pld's kernel under either scheme (torch's int8 kernel has bfloat16
+logits, which alone cost more agreement than the layers' 4-bit groups). So a quantized model needs
+pld's C library, of whichever variant this CPU runs: where there is none the load is refused with
+the reason, never run in another format. transformers' forward has
 no weights left: the model is the native runtime's only.
 """
 
@@ -20,6 +22,7 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
+from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.model import (
     COVERED,
     Layer,
@@ -30,15 +33,9 @@ from pld_cli.runtime.native.model import (
     shape,
 )
 from pld_cli.runtime.native.quantized import grouped
+from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedInt8Matrix
-from pld_cli.runtime.native.quantized.head import GroupedRows, QuantizedHead
-from pld_cli.runtime.native.quantized.matrices import (
-    CHECKED_ROWS,
-    INT4_GROUP,
-    Int4Matrix,
-    Int8Matrix,
-    Matrix,
-)
+from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
 LAYER_MATRICES = ("qkv", "out", "gate_up", "down")
@@ -54,6 +51,7 @@ def quantize_model(
     then on the embedding, norm and head, before they are read (for a model built on the meta
     device). Unsupported where the native forward does not cover the model."""
     scheme = Scheme(scheme)
+    require_kernels(scheme)
     if type(model).__name__ not in COVERED:
         raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
     if {p.device.type for p in model.parameters()} - {"cpu", "meta"}:
@@ -68,7 +66,7 @@ def quantize_model(
         materialize(module)
     check_covered(model)
     tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-    head = head_matrix()(model.lm_head.weight.data)
+    head = GroupedInt8Matrix(model.lm_head.weight.data)
     embed = head if tied else GroupedRows(model.model.embed_tokens.weight.data)
     release(model.model.embed_tokens)
     release(model.lm_head)
@@ -77,27 +75,22 @@ def quantize_model(
     return weights
 
 
-def layer_matrix(scheme: Scheme) -> type[Matrix | GroupedInt8Matrix]:
-    """The layers' matrices: int4 in groups (torch's kernel); int8 in groups of 32 where pld's
-    VNNI kernel is built here (grouped.py), else per output row (torch's kernel)."""
-    if scheme is Scheme.INT4:
-        return Int4Matrix
-    return GroupedInt8Matrix if grouped.available() else Int8Matrix
+def require_kernels(scheme: Scheme) -> None:
+    """Unsupported, with the reason, where pld's C kernels that `scheme` runs are not here."""
+    if not grouped.available():
+        why = library.unavailable()
+        raise Unsupported(f"{scheme} runs pld's C kernels, which are not here: {why}")
+
+
+def layer_matrix(scheme: Scheme) -> type[Int4Matrix | GroupedInt8Matrix]:
+    """The layers' matrices: int8 in groups (pld's kernel, grouped.py) or int4 in groups
+    (torch's kernel)."""
+    return Int4Matrix if scheme is Scheme.INT4 else GroupedInt8Matrix
 
 
 def layout(scheme: Scheme) -> str:
-    """The layers' format under `scheme` on this machine, as a user reads it in a label."""
-    matrix = layer_matrix(scheme)
-    if matrix is Int8Matrix:
-        return "int8 per output channel"
-    return f"{scheme} in groups of {INT4_GROUP if matrix is Int4Matrix else GROUP}"
-
-
-def head_matrix() -> type[QuantizedHead | GroupedInt8Matrix]:
-    """The head (and a tied embedding): int8 in groups through pld's kernel where it is built
-    here, its rows standing alone like the layers'; else torch's int8 kernel with the exact
-    argmax (head.py), whose bfloat16 logits alone would move the top token."""
-    return GroupedInt8Matrix if grouped.available() else QuantizedHead
+    """The layers' format under `scheme`, as a user reads it in a label."""
+    return f"{scheme} in groups of {GROUP}"
 
 
 def mark(model: PreTrainedModel, weights: NativeWeights, scheme: Scheme) -> None:
@@ -121,7 +114,7 @@ def check_rows(weights: NativeWeights) -> None:
         matrix.rows_checked = CHECKED_ROWS if verdicts[key] else 0
 
 
-def quantized_layer(layer: Layer, matrix: type[Matrix | GroupedInt8Matrix]) -> Layer:
+def quantized_layer(layer: Layer, matrix: type[Int4Matrix | GroupedInt8Matrix]) -> Layer:
     for name in LAYER_MATRICES:
         setattr(layer, name, matrix(getattr(layer, name)))
     return layer

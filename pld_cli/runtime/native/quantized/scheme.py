@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class Scheme(str, Enum):
     """A quantization of pld's own forward's weights, as --quantize names it."""
 
-    INT8 = "int8"  # int8 in groups of 32 through pld's kernel; per output row through torch's
+    INT8 = "int8"  # int8 in groups of 32 through pld's C kernels
     INT4 = "int4"  # int4 in groups of 32 through torch's kernel
 
     def __str__(self) -> str:

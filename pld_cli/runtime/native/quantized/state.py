@@ -14,16 +14,17 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.runtime.native.model import Layer, NativeWeights, shape
-from pld_cli.runtime.native.quantized.head import GroupedRows
+from pld_cli.runtime.native.quantized.embedding import GroupedRows
+from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
 from pld_cli.runtime.native.quantized.quantize import (
     LAYER_MATRICES,
-    head_matrix,
     layer_matrix,
     mark,
+    require_kernels,
 )
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
-FORMAT = "5"  # bumped whenever the tensors' layout changes, so an old copy is not read
+FORMAT = "6"  # bumped whenever the tensors' layout changes, so an old copy is not read
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
@@ -51,6 +52,7 @@ def restore(
     own parameters become empty CPU tensors, as quantize_model leaves them)."""
     dtype = state["norm"].dtype
     scheme = Scheme(scheme)
+    require_kernels(scheme)
     matrix = layer_matrix(scheme)
     layers = []
     for i in range(len(model.model.layers)):
@@ -61,8 +63,8 @@ def restore(
                 state, name, matrix if field.name in LAYER_MATRICES else None, dtype
             )
         layers.append(Layer(**values))
-    head = take(state, "head", head_matrix(), dtype)
-    embed = take(state, "embed", head_matrix() if head is None else GroupedRows, dtype)
+    head = take(state, "head", GroupedInt8Matrix, dtype)
+    embed = take(state, "embed", GroupedInt8Matrix if head is None else GroupedRows, dtype)
     head = head or embed
     for module in model.modules():
         for name, parameter in list(module.named_parameters(recurse=False)):

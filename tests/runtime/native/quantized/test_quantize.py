@@ -19,11 +19,10 @@ from pld_cli.loading.models import LoadedModel, ModelSpec, load_model
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.names import RuntimeName
 from pld_cli.runtime.native.quantized import grouped
+from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
-from pld_cli.runtime.native.quantized.head import GroupedRows
-from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix, Int8Matrix
+from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.quantize import (
-    head_matrix,
     layer_matrix,
     quantize_model,
     weight_bytes,
@@ -37,16 +36,15 @@ from pld_cli.tasks.prompts import Task
 CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]
 
 
-# Each layer matrix a quantization may take: int8 groups where pld's kernel is built, else rows.
-MATRICES = [("int8", GroupedInt8Matrix), ("int8", Int8Matrix), ("int4", Int4Matrix)]
+# The layer matrix of each scheme; both need pld's C kernels (the head is int8 in groups).
+MATRICES = [("int8", GroupedInt8Matrix), ("int4", Int4Matrix)]
+pytestmark = pytest.mark.skipif(not grouped.available(), reason=str(library.unavailable()))
 
 
-def use_matrix(monkeypatch, matrix) -> None:
-    if matrix is GroupedInt8Matrix and not grouped.available():
-        pytest.skip(f"no C kernel: {library.unavailable()}")
-    monkeypatch.setattr(
-        "pld_cli.runtime.native.quantized.quantize.layer_matrix", lambda scheme: matrix
-    )
+def test_without_the_c_kernels_quantizing_is_refused_with_the_reason(monkeypatch):
+    monkeypatch.setattr(grouped, "available", lambda: False)
+    with pytest.raises(Unsupported, match="int8 runs pld's C kernels, which are not here"):
+        quantize_model(tiny_llama(0), "int8")
 
 
 def model_matrix(runtime: NativeRuntime):
@@ -80,22 +78,22 @@ def test_quantized_pld_equals_plain(seed, draft, costs, scheme):
     assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts both kept and rejected
 
 
-@pytest.mark.parametrize("c_kernels", [True, False])  # pld's C kernels, or torch's alone
+# pld's C attention, or sdpa row by row (where the C kernel does not take the head size)
+@pytest.mark.parametrize("c_attention", [True, False])
 @pytest.mark.parametrize("scheme", list(Scheme))
 def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(
-    scheme, c_kernels, monkeypatch
+    scheme, c_attention, monkeypatch
 ):
-    if not c_kernels:
-        monkeypatch.setattr("pld_cli.runtime.clib.library.kernel", lambda name: None)
+    if not c_attention:
+        for module in ("runtime", "decoder"):
+            monkeypatch.setattr(f"pld_cli.runtime.native.{module}.kernel_fits", lambda *_: False)
     model = tiny_llama(3, max_positions=2048)
     quantize_model(model, scheme)
     # Past a thousand positions a batched sdpa rounds differently from a one-row one.
     ids = torch.randint(3, 64, (1125,), generator=torch.Generator().manual_seed(0)).tolist()
     runtime = NativeRuntime(model, 1200)
-    assert runtime.row_kernel == (library.kernel("attend_rows") is not None)
-    assert (runtime.decoder is not None) == (
-        scheme == "int8" and library.kernel("decode_rows") is not None
-    )
+    assert runtime.row_kernel == c_attention
+    assert (runtime.decoder is not None) == (scheme == "int8" and c_attention)
     assert isinstance(model_matrix(runtime), layer_matrix(scheme))
     path = "one call" if runtime.decoder else "in pld's C" if runtime.row_kernel else "sdpa"
     assert path in runtime.notes()[0]  # --verbose names the kernel path that runs
@@ -121,7 +119,6 @@ def verify_against_single_passes(model, ids: list[int], start: int):
 def test_a_kernel_whose_rows_move_with_the_batch_runs_verify_passes_row_by_row(
     monkeypatch, scheme, matrix
 ):
-    use_matrix(monkeypatch, matrix)
     product = matrix.product
 
     def moving(self, x):  # another path for batches, as tiles on another CPU might be
@@ -159,14 +156,13 @@ def test_quantized_logits_stay_near_float32(scheme, tolerance):
 
 @pytest.mark.parametrize("scheme,matrix", MATRICES)
 def test_no_float_copy_stays_behind(scheme, matrix, monkeypatch):
-    use_matrix(monkeypatch, matrix)
     model = tiny_llama(5)
     float_bytes = sum(p.nbytes for p in model.parameters())
     weights = quantize_model(model, scheme)
     left = sum(p.nbytes for p in model.parameters())  # norms only: every matrix is freed
     assert left < 0.01 * float_bytes
     assert all(isinstance(layer.gate_up, matrix) for layer in weights.layers)
-    assert isinstance(weights.head, head_matrix()) and isinstance(weights.embed, GroupedRows)
+    assert isinstance(weights.head, GroupedInt8Matrix) and isinstance(weights.embed, GroupedRows)
     assert weight_bytes(weights) < 0.3 * float_bytes
 
 
@@ -179,8 +175,8 @@ def test_a_tied_head_is_the_quantized_embedding():
 def test_quantized_models_run_on_native_only():
     model = quantized_llama(6, "int8")
     pool = RuntimePool(model)
-    # a calibration of its own, by name (and by whether the C row attention runs)
-    assert pool.get(64).name.removesuffix("+c") == "native-int8"
+    # a calibration of its own, by name (and by the C kernels' variant)
+    assert pool.get(64).name == f"native-int8+{library.variant()}"
     with pytest.raises(PldError, match="runs on native only"):
         RuntimePool(model, RuntimeName.STATIC).get(64)
 

@@ -1,0 +1,45 @@
+/* The tables decoder.c runs over, as the Python side (native/decoder.py) builds them; abi.c
+   reports their layout, which the Python side checks before the first call. */
+
+#ifndef PLD_DECODER_H
+#define PLD_DECODER_H
+
+#include <stdint.h>
+
+#define PLD_ABI_VERSION 2 /* raised with any change of a signature or a table below */
+
+/* A GroupedInt8Matrix [rows, cols] (see grouped_int8.c) and its bias [rows] (NULL: none). */
+typedef struct {
+  const uint8_t* values;
+  const float* scales;
+  const float* offsets;
+  const float* bias;
+  int64_t rows, cols;
+} Matrix;
+
+typedef struct {
+  const float* attention_norm; /* [hidden] */
+  const float* q_norm;         /* [head_dim], NULL where the family has none (as k_norm) */
+  const float* k_norm;
+  const float* mlp_norm; /* [hidden] */
+  Matrix qkv, out, gate_up, down;
+} Block;
+
+typedef struct {
+  int64_t layers, hidden, heads, kv_heads, head_dim, slots;
+  float eps, scaling;
+  const Block* blocks;
+  float* keys; /* [layers, kv_heads, slots, head_dim], as values */
+  float* values;
+  const float* cos; /* [positions, head_dim], as sin */
+  const float* sin;
+} Decoder;
+
+int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
+                    const float* offsets, int64_t N, int64_t K, float* y);
+int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
+                int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
+                float scale, float* out);
+int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start);
+
+#endif

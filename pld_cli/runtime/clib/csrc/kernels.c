@@ -1,0 +1,7 @@
+/* pld's C library, one translation unit: each file of variants/ includes this, compiled for its
+   instruction set (setup.py), so every variant is the same source. */
+
+#include "abi.c"
+#include "decoder.c"
+#include "grouped_int8.c"
+#include "row_attention.c"

@@ -1,0 +1,2 @@
+/* pld's kernels for avx2 (flags in setup.py). */
+#include "../kernels.c"

@@ -1,0 +1,2 @@
+/* pld's kernels for portable (flags in setup.py). */
+#include "../kernels.c"

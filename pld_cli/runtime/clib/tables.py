@@ -1,0 +1,53 @@
+"""The tables the C decoder reads (csrc/decoder.h), as ctypes structures, and the check that the
+library in hand lays them out the same way (its `pld_abi`): a mismatch is refused, never called."""
+
+from __future__ import annotations
+
+import ctypes
+
+ABI_VERSION = 2  # PLD_ABI_VERSION in csrc/decoder.h
+PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+MATRICES = ("qkv", "out", "gate_up", "down")  # a Block's matrices, in decoder.h's order
+
+
+class Matrix(ctypes.Structure):
+    _fields_ = [("values", PTR), ("scales", PTR), ("offsets", PTR), ("bias", PTR)]
+    _fields_ += [("rows", INT), ("cols", INT)]
+
+
+class Block(ctypes.Structure):
+    _fields_ = [(name, PTR) for name in ("attention_norm", "q_norm", "k_norm", "mlp_norm")]
+    _fields_ += [(name, Matrix) for name in MATRICES]
+
+
+class Decoder(ctypes.Structure):
+    _fields_ = [(name, INT) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")]
+    _fields_ += [
+        ("slots", INT),
+        ("eps", FLOAT),
+        ("scaling", FLOAT),
+        ("blocks", ctypes.POINTER(Block)),
+    ]
+    _fields_ += [(name, PTR) for name in ("keys", "values", "cos", "sin")]
+
+
+def expected_layout() -> list[int]:
+    """What `pld_abi` reports for these structures: the version, then per structure its size and
+    each field's offset in declaration order."""
+    layout = [ABI_VERSION]
+    for table in (Matrix, Block, Decoder):
+        layout.append(ctypes.sizeof(table))
+        layout += [getattr(table, name).offset for name, _ in table._fields_]
+    return layout
+
+
+def layout_mismatch(lib: ctypes.CDLL) -> str | None:
+    """Why `lib`'s tables differ from these (one line), or None where they agree."""
+    expected = expected_layout()
+    reported = (ctypes.c_int64 * len(expected))()
+    lib.pld_abi.argtypes, lib.pld_abi.restype = [ctypes.c_void_p, ctypes.c_int64], ctypes.c_int64
+    count = lib.pld_abi(reported, len(expected))
+    if count != len(expected) or list(reported) != expected:
+        found = list(reported)[: min(count, len(expected))]
+        return f"its ABI {found[:1]} and layout differ from pld's (version {ABI_VERSION})"
+    return None

@@ -1,0 +1,81 @@
+"""Every variant of pld's C library that this CPU runs gives the same bits: the int8 product, row
+attention, and whole passes of every covered family (and of the default model, slow)."""
+
+import pytest
+import torch
+from conftest import repetitive_prompt
+from native_families import FAMILIES
+
+from pld_cli.runtime.clib import library
+from pld_cli.runtime.native.attention import attend_rows
+from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.quantize import quantize_model
+from pld_cli.runtime.native.runtime import NativeRuntime
+
+RUNNABLE = library.runnable()
+pytestmark = pytest.mark.skipif(len(RUNNABLE) < 2, reason=f"variants run here: {RUNNABLE}")
+
+
+def each_variant(monkeypatch, compute) -> dict:
+    """compute() under each variant this CPU runs, by variant."""
+    results = {}
+    for variant in RUNNABLE:
+        monkeypatch.setenv("PLD_KERNELS", variant.value)
+        library._load.cache_clear()
+        assert library.variant() is variant
+        results[variant] = compute()
+    library._load.cache_clear()
+    return results
+
+
+def assert_same_bits(results: dict) -> None:
+    first, *others = results.values()
+    for variant, result in results.items():
+        for got, want in zip(result, first, strict=True):
+            assert torch.equal(got, want), f"{variant} differs from {RUNNABLE[0]}"
+    assert others  # at least two variants compared
+
+
+def randn(*shape: int, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("outputs,inputs", [(37, 576), (64, 1536), (16, 32), (5, 96)])
+def test_the_int8_product_is_the_same_on_every_variant(monkeypatch, outputs, inputs):
+    matrix = GroupedInt8Matrix(0.05 * randn(outputs, inputs, seed=0))
+    x = 3 * randn(9, inputs, seed=1)
+    x[0, :32] = 0  # a group of zeros
+    x[1, 5] = 1e4  # a group whose step is large
+    assert_same_bits(each_variant(monkeypatch, lambda: [matrix.product(x[:m]) for m in (1, 4, 9)]))
+
+
+@pytest.mark.parametrize("end", [1, 255, 600])  # within a chunk of slots, and across chunks
+def test_row_attention_is_the_same_on_every_variant(monkeypatch, end):
+    query, keys, values = (
+        randn(6, 5, 64, seed=2),
+        randn(2, 640, 64, seed=3),
+        randn(2, 640, 64, seed=4),
+    )
+    rows = min(5, end)
+
+    def attend():
+        return [attend_rows(query[:, :rows], keys, values, end, 0.125, use_kernel=True)]
+
+    assert_same_bits(each_variant(monkeypatch, attend))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_pass_is_the_same_on_every_variant(monkeypatch, family):
+    torch.manual_seed(0)
+    model = FAMILIES[family]().eval()
+    quantize_model(model, "int8")
+    ids = repetitive_prompt(0)[:60]
+
+    def passes():
+        runtime = NativeRuntime(model, 128)
+        assert runtime.decoder is not None
+        runtime.prefill(ids[:40])
+        verify = runtime.forward(ids[40:52]).clone()  # a verify pass through the C decoder
+        return [verify, runtime.forward(ids[52:53]).clone(), runtime.keys[:, :, :53].clone()]
+
+    assert_same_bits(each_variant(monkeypatch, passes))
