@@ -12,8 +12,8 @@ COMMON = ["-O3", "-ffp-contract=off", "-fopenmp", "-std=gnu11"]
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 VARIANTS = {"portable": []}
 if X86:
-    VARIANTS["avx2"] = ["-mavx2", "-mfma"]
-    VARIANTS["avx512_vnni"] = ["-mavx512f", "-mavx512bw", "-mavx512vnni", "-mavx2", "-mfma"]
+    VARIANTS["avx2"] = ["-mavx2"]
+    VARIANTS["avx512_vnni"] = ["-mavx512f", "-mavx512bw", "-mavx512vnni", "-mavx2"]
 
 
 def variant(name: str, flags: list[str]) -> Extension:

@@ -58,10 +58,10 @@ int pld_cpu_runs(const char* variant) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (strcmp(variant, "avx2") == 0)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2");
   if (strcmp(variant, "avx512-vnni") == 0)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
+           __builtin_cpu_supports("avx512vnni");
 #endif
   return 0;
 }

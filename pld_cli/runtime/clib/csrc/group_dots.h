@@ -19,18 +19,28 @@
 #define GROUP 32 /* inputs per scale */
 #define BLOCK 16 /* outputs per block of the layout */
 
-/* Every variant: the plain loop over `width` outputs, lanes past it zero. */
+/* The plain loop over `width` outputs, lanes past it zero; inlined with a constant width where
+   the block is whole, so the compiler can vectorize it. */
+static inline __attribute__((always_inline)) void plain_dots_of(const uint8_t* w, int width,
+                                                                const int16_t* X,
+                                                                int32_t dots[BLOCK]) {
+  int32_t sums[BLOCK] = {0};
+  for (int k = 0; k < GROUP / 4; k++)
+    for (int n = 0; n < width; n++)
+      for (int j = 0; j < 4; j++) sums[n] += (int32_t)w[(k * width + n) * 4 + j] * X[4 * k + j];
+  memcpy(dots, sums, sizeof sums);
+}
+
+/* Every variant's fallback: X as 16 bits (2 bytes per input) in `steps`, rows `stride` apart. */
 static inline void plain_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
                               int rows, int32_t dots[][BLOCK]) {
   for (int i = 0; i < rows; i++) {
     int16_t X[GROUP];
     memcpy(X, steps + i * stride, sizeof X);
-    for (int n = 0; n < BLOCK; n++) {
-      int32_t sum = 0;
-      for (int k = 0; n < width && k < GROUP / 4; k++)
-        for (int j = 0; j < 4; j++) sum += (int32_t)w[(k * width + n) * 4 + j] * X[4 * k + j];
-      dots[i][n] = sum;
-    }
+    if (width == BLOCK)
+      plain_dots_of(w, BLOCK, X, dots[i]);
+    else
+      plain_dots_of(w, width, X, dots[i]);
   }
 }
 
@@ -50,7 +60,7 @@ static inline void keep_steps(const int32_t* X, int8_t* out) {
   }
 }
 
-static inline void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
+static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
                               int rows, int32_t dots[][BLOCK]) {
   __mmask16 lanes = width >= 16 ? 0xFFFF : (__mmask16)((1u << width) - 1);
   __m512i high[ROWS], low[ROWS];
@@ -92,7 +102,7 @@ static inline __m256i pair_sums(__m256i a, __m256i b) {
   return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), 0xD8);
 }
 
-static inline void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
+static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
                               int rows, int32_t dots[][BLOCK]) {
   if (width < BLOCK) return plain_dots(w, width, steps, stride, rows, dots);
   __m256i sums[ROWS][4];
@@ -120,7 +130,7 @@ static inline void group_dots(const uint8_t* w, int width, const int8_t* steps, 
 
 #define VARIANT "portable"
 
-static inline void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
+static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
                               int rows, int32_t dots[][BLOCK]) {
   plain_dots(w, width, steps, stride, rows, dots);
 }

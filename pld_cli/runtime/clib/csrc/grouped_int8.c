@@ -11,7 +11,7 @@
    group's largest |x| / 32639). Over a group each output gets the exact integer u . X, however
    the instruction set computes it (group_dots.h: VNNI on two signed base-256 digits of X, AVX2
    and plain C on X as 16 bits); then one conversion to float, one scale (the group's weight
-   scales times a) and two fused multiply-adds per group and output (the offsets add offset times a
+   scales times a) and two multiply-adds per group and output (the offsets add offset times a
    times the group's sum of X), in simd.h's lane-wise operations. So each output of each row is
    computed from that row and the weights alone, group after group in order, with the same bits on
    every variant, whatever the number of rows or threads: a verify pass gives each row what a
@@ -60,8 +60,8 @@ static inline __attribute__((always_inline)) void tile(const uint8_t* w, const f
     vf16 sv = vf_load_n(s + g * width, width), ov = vf_load_n(o + g * width, width);
     for (int i = 0; i < rows; i++) {
       vf16 scale = vf_mul(sv, vf_set1(a[i * G + g]));
-      acc[i] = vf_fmadd(vf_from_i32(dots[i]), scale, acc[i]);
-      acc[i] = vf_fmadd(ov, vf_set1(t[i * G + g]), acc[i]);
+      acc[i] = vf_muladd(vf_from_i32(dots[i]), scale, acc[i]);
+      acc[i] = vf_muladd(ov, vf_set1(t[i * G + g]), acc[i]);
     }
   }
   for (int i = 0; i < rows; i++) vf_store_n(y + i * N, acc[i], width);

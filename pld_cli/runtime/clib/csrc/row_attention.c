@@ -27,7 +27,7 @@ static void chunk(const float* q, const float* k, const float* v, int64_t d, int
   for (int64_t j = 0; j < n; j++) {
     const float* kj = k + (from + j) * d;
     vf16 acc = vf_mul(vf_load(q), vf_load(kj));
-    for (int64_t t = 1; t < lanes; t++) acc = vf_fmadd(vf_load(q + 16 * t), vf_load(kj + 16 * t), acc);
+    for (int64_t t = 1; t < lanes; t++) acc = vf_muladd(vf_load(q + 16 * t), vf_load(kj + 16 * t), acc);
     score[j] = vf_sum(acc) * scale;
     top = fmaxf(top, score[j]);
   }
@@ -42,7 +42,7 @@ static void chunk(const float* q, const float* k, const float* v, int64_t d, int
   for (int64_t j = 0; j < n; j++) {
     const float* vj = v + (from + j) * d;
     vf16 p = vf_set1(score[j]);
-    for (int64_t t = 0; t < lanes; t++) o[t] = vf_fmadd(p, vf_load(vj + 16 * t), o[t]);
+    for (int64_t t = 0; t < lanes; t++) o[t] = vf_muladd(p, vf_load(vj + 16 * t), o[t]);
   }
   for (int64_t t = 0; t < lanes; t++) vf_store(out + 16 * t, o[t]);
   *m_out = top;

@@ -2,9 +2,10 @@
    halves) and plain C (an array), whichever the including variant is compiled for.
 
    pld's kernels give the same bits on every CPU, so each operation here is the IEEE operation per
-   lane (one rounding; fmadd rounds once), the sums across lanes go in one fixed tree, and nothing
-   depends on the vector width. The variants are built with -ffp-contract=off, so the compiler
-   fuses no multiply-add the source does not name. */
+   lane, one rounding each, the sums across lanes go in one fixed tree, and nothing depends on the
+   vector width. There is no fused multiply-add: a CPU without one would need libm's fmaf (a call
+   per lane), so a product and a sum are two roundings on every variant, and the variants are
+   built with -ffp-contract=off, so the compiler fuses none either. */
 
 #ifndef PLD_SIMD_H
 #define PLD_SIMD_H
@@ -31,8 +32,6 @@ static inline vf16 vf_add(vf16 a, vf16 b) { return _mm512_add_ps(a, b); }
 static inline vf16 vf_sub(vf16 a, vf16 b) { return _mm512_sub_ps(a, b); }
 static inline vf16 vf_mul(vf16 a, vf16 b) { return _mm512_mul_ps(a, b); }
 static inline vf16 vf_div(vf16 a, vf16 b) { return _mm512_div_ps(a, b); }
-static inline vf16 vf_fmadd(vf16 a, vf16 b, vf16 c) { return _mm512_fmadd_ps(a, b, c); }
-static inline vf16 vf_fnmadd(vf16 a, vf16 b, vf16 c) { return _mm512_fnmadd_ps(a, b, c); }
 static inline vf16 vf_max(vf16 a, vf16 b) { return _mm512_max_ps(a, b); }
 static inline vf16 vf_abs(vf16 a) { return _mm512_abs_ps(a); }
 static inline vf16 vf_round(vf16 a) {
@@ -92,12 +91,6 @@ PLD_LANES2(vf_sub, _mm256_sub_ps)
 PLD_LANES2(vf_mul, _mm256_mul_ps)
 PLD_LANES2(vf_div, _mm256_div_ps)
 PLD_LANES2(vf_max, _mm256_max_ps)
-static inline vf16 vf_fmadd(vf16 a, vf16 b, vf16 c) {
-  return (vf16){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
-}
-static inline vf16 vf_fnmadd(vf16 a, vf16 b, vf16 c) {
-  return (vf16){_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
-}
 static inline vf16 vf_abs(vf16 a) {
   __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   return (vf16){_mm256_and_ps(a.lo, magnitude), _mm256_and_ps(a.hi, magnitude)};
@@ -151,12 +144,12 @@ static inline vf16 vf_add(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] + b.v[i]) }
 static inline vf16 vf_sub(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] - b.v[i]) }
 static inline vf16 vf_mul(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] * b.v[i]) }
 static inline vf16 vf_div(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] / b.v[i]) }
-static inline vf16 vf_fmadd(vf16 a, vf16 b, vf16 c) { PLD_EACH(r.v[i] = fmaf(a.v[i], b.v[i], c.v[i])) }
-static inline vf16 vf_fnmadd(vf16 a, vf16 b, vf16 c) { PLD_EACH(r.v[i] = fmaf(-a.v[i], b.v[i], c.v[i])) }
 /* As the instructions: the second operand where either is NaN. */
 static inline vf16 vf_max(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i]) }
 static inline vf16 vf_abs(vf16 a) { PLD_EACH(r.v[i] = fabsf(a.v[i])) }
-static inline vf16 vf_round(vf16 a) { PLD_EACH(r.v[i] = nearbyintf(a.v[i])) }
+/* To the nearest whole number, ties to even, for |a| < 2^22 (every use here): past 1.5 * 2^23 a
+   float's step is 1, so the sum rounds as the instructions do, without a call to nearbyintf. */
+static inline vf16 vf_round(vf16 a) { PLD_EACH(r.v[i] = (a.v[i] + 12582912.0f) - 12582912.0f) }
 static inline vf16 vf_pow2(vf16 n) {
   vf16 r;
   for (int i = 0; i < 16; i++) {
@@ -185,19 +178,22 @@ static inline float vf_max_all(vf16 v) {
 
 static inline vf16 vf_zero(void) { return vf_set1(0.0f); }
 
+/* a * b + c, rounded twice (the product, then the sum). */
+static inline vf16 vf_muladd(vf16 a, vf16 b, vf16 c) { return vf_add(vf_mul(a, b), c); }
+
 /* e^x for x <= 0, as Cephes' expf: x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial in r. */
 static inline vf16 vf_exp(vf16 x) {
   x = vf_max(x, vf_set1(-87.0f));
   vf16 n = vf_round(vf_mul(x, vf_set1(1.44269504088896341f)));
-  vf16 r = vf_fnmadd(n, vf_set1(0.693359375f), x);
-  r = vf_fnmadd(n, vf_set1(-2.12194440e-4f), r);
+  vf16 r = vf_sub(x, vf_mul(n, vf_set1(0.693359375f))); /* exact: the constant has 9 bits */
+  r = vf_sub(r, vf_mul(n, vf_set1(-2.12194440e-4f)));
   vf16 p = vf_set1(1.9875691500E-4f);
-  p = vf_fmadd(p, r, vf_set1(1.3981999507E-3f));
-  p = vf_fmadd(p, r, vf_set1(8.3334519073E-3f));
-  p = vf_fmadd(p, r, vf_set1(4.1665795894E-2f));
-  p = vf_fmadd(p, r, vf_set1(1.6666665459E-1f));
-  p = vf_fmadd(p, r, vf_set1(5.0000001201E-1f));
-  p = vf_fmadd(p, vf_mul(r, r), vf_add(r, vf_set1(1.0f)));
+  p = vf_muladd(p, r, vf_set1(1.3981999507E-3f));
+  p = vf_muladd(p, r, vf_set1(8.3334519073E-3f));
+  p = vf_muladd(p, r, vf_set1(4.1665795894E-2f));
+  p = vf_muladd(p, r, vf_set1(1.6666665459E-1f));
+  p = vf_muladd(p, r, vf_set1(5.0000001201E-1f));
+  p = vf_muladd(p, vf_mul(r, r), vf_add(r, vf_set1(1.0f)));
   return vf_mul(p, vf_pow2(n));
 }
 
