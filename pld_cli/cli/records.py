@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.longdoc import Part
 from pld_cli.tasks.result import Result
 
 
-def as_json(result: Result, model: str, plain: Result | None, parts: list[Part], file: str) -> dict:
+def as_json(
+    result: Result,
+    engine: Engine,
+    plain: Result | None,
+    parts: list[Part],
+    file: str,
+) -> dict:
     out = {
         "file": file,
         "text": result.text,
-        "model": model,
+        "model": engine.name,
+        "weights": engine.weights,
         "stats": result.stats.as_dict(),
         "stop": result.stats.stop,
     }

@@ -234,7 +234,7 @@ class Worker:
             atomic_write(destination, result.text)
             self.ui.note(f"wrote {destination}")
         if self.display.json:
-            record = as_json(result, self.engine.name, plain, parts, doc.label)
+            record = as_json(result, self.engine, plain, parts, doc.label)
             record |= {"diff": patch} if request.diff else {}
             record |= {"check": check.as_dict()} if check else {}
             print(json.dumps(record, ensure_ascii=False))

@@ -49,7 +49,13 @@ class LocalEngine:
         self.eos_ids = loaded.eos_ids
         self.repetition_penalty = loaded.repetition_penalty
 
+    @property
+    def weights(self) -> dict[str, str]:
+        """The weights' format and why it was chosen (--json)."""
+        return {"format": self.loaded.weights, "why": self.loaded.why}
+
     def prepare(self, positions: int, config: DecodeConfig, report: Note, note: Note) -> None:
+        note(f"weights: {self.loaded.weights}: {self.loaded.why}")
         ready(self.loaded, positions, config, report=report, note=note)
 
     def decode(

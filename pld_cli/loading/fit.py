@@ -1,34 +1,71 @@
-"""`--quantize auto`: float weights where they fit this machine's memory, quantized where not.
+"""`--quantize auto`: the weights as the model's file holds them, through pld's fastest exact path,
+chosen from the file, the device and pld's build alone (never from the memory free at launch, so
+the same command runs the same weights, and gives the same output, every time):
 
-int8 makes a pass cheaper and agreed closely with float32's next tokens on the samples
-(docs/design-measurements.md), but agreement on a sample is not identity: where float32 fits, auto
-keeps it and the output is the model's own. A model whose float32 weights do not fit the memory
-available now is quantized to int8, or to int4 where int8 does not fit either: a quantized model
-that runs beats one that cannot load. On a GPU the weights stay as they are (quantized kernels run
-on a CPU only, for now).
+- a GGUF on a CPU runs int8 in groups of 32 (pld's C kernels): its quantized blocks are groups of
+  32, held exactly (Q8_0) or to float32 rounding (Q4_1 and the other 4- and 5-bit types) by that
+  grid, so these are the file's own weights, read at a quarter of float32's bytes;
+- a float checkpoint runs as float, as it is, and so does everything on a GPU (the quantized
+  kernels run on a CPU only, for now); `--quantize int8|int4` quantizes on request;
+- without pld's C kernels (no C compiler at install) a GGUF runs float32, and the reason says so;
+  so does `--runtime static|dynamic` (transformers' forward, which runs float weights only).
+
+A model whose weights, so chosen, do not fit this machine's memory is refused before loading, with
+the figure: a run that cannot load is not made to fit by changing its weights behind the user.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+from pld_cli.runtime.names import RuntimeName
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
-FIT = 0.75  # of the memory available: the rest for the KV cache, activations and the system
-# float32; int8 in groups with a float32 scale and offset per 32 (int4's bfloat16 ones left out)
-BYTES_PER_PARAMETER = {None: 4.0, Scheme.INT8: 1.25, Scheme.INT4: 0.5}
+GIB = 2**30
+FIT = 0.9  # of the memory available: the rest for the KV cache, activations and the system
+# float32; int8 in groups with a float32 scale and offset per 32; int4's bfloat16 ones per 32
+BYTES_PER_PARAMETER = {None: 4.0, Scheme.INT8: 1.25, Scheme.INT4: 0.625}
 
 
-def auto_quantize(parameters: int, available: int, device: str) -> Scheme | None:
-    """The scheme auto picks for a model of `parameters` weights, `available` bytes free (None:
-    float weights)."""
+@dataclass(frozen=True)
+class Choice:
+    """The scheme the weights run in (None: float) and why, as --verbose and --json say it."""
+
+    scheme: Scheme | None
+    why: str
+
+
+def auto_choice(
+    gguf: bool, device: str, kernels: str | None, runtime: RuntimeName | None = None
+) -> Choice:
+    """auto's choice for a model from a GGUF (else a float checkpoint) on `device`; `kernels`:
+    why pld's C kernels are missing, None where they are here; `runtime`: the one asked for."""
+    if runtime not in (None, RuntimeName.NATIVE):
+        return Choice(None, f"--runtime {runtime} runs transformers' forward, on float weights")
+    if not gguf:
+        return Choice(None, "a float checkpoint runs as float (--quantize int8 or int4 on request)")
     if device != "cpu":
+        return Choice(None, "on a GPU a GGUF runs dequantized (quantized kernels: CPU only)")
+    if kernels is not None:
+        return Choice(None, f"a GGUF runs float32 here: pld's C kernels are missing ({kernels})")
+    return Choice(
+        Scheme.INT8, "a GGUF's quantized blocks run as int8 groups of 32 (--quantize auto)"
+    )
+
+
+def refusal(parameters: int, scheme: Scheme | None, dtype_bytes: int, available: int) -> str | None:
+    """Why a model of `parameters` weights does not fit `available` bytes under `scheme`, with
+    the figure and what would fit; None where it fits."""
+    per = BYTES_PER_PARAMETER[scheme] if scheme is not None else dtype_bytes
+    needed = parameters * per
+    if needed <= FIT * available:
         return None
-    for scheme in (None, Scheme.INT8):
-        if parameters * BYTES_PER_PARAMETER[scheme] <= FIT * available:
-            return scheme
-    return Scheme.INT4
+    smaller = [s for s in (Scheme.INT8, Scheme.INT4) if BYTES_PER_PARAMETER[s] < per]
+    fitting = [s for s in smaller if parameters * BYTES_PER_PARAMETER[s] <= FIT * available]
+    hint = f"; try --quantize {fitting[0]}" if fitting else "; no quantization pld has fits it"
+    return f"needs ~{needed / GIB:.1f} GiB, {available / GIB:.1f} GiB available{hint}"
 
 
 def available_memory() -> int:

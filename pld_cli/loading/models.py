@@ -18,10 +18,11 @@ from pld_cli.loading.checkpoint import (
     empty_model,
     materializer,
 )
-from pld_cli.loading.fit import auto_quantize, available_memory
+from pld_cli.loading.fit import Choice, auto_choice, available_memory, refusal
 from pld_cli.loading.gguf import DEFAULT_MODEL, converted_gguf, default_gguf, gguf_type
 from pld_cli.loading.quantized_copy import copy_path, load_copy, save_copy
 from pld_cli.loading.sources import check_source
+from pld_cli.runtime.clib import library
 from pld_cli.runtime.names import RuntimeName
 from pld_cli.runtime.native.quantized.quantize import layout, quantize_model
 from pld_cli.runtime.native.quantized.scheme import Scheme
@@ -51,6 +52,7 @@ class LoadedModel:
     dtype: str
     weights: str  # their format as the user reads it: float32, int8 in groups of 32, ...
     runtimes: RuntimePool  # the model's open runtimes, one per name (runtime/opening.py)
+    why: str = ""  # why the weights run in that format (fit.py)
 
     @property
     def repetition_penalty(self) -> float | None:
@@ -92,7 +94,8 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
     source, name = locate(spec, report)
-    scheme = resolve_quantize(spec, source, device, report)
+    choice = resolve_quantize(spec, source, name, device, dtype)
+    scheme = choice.scheme
     weights = weights_label(scheme, dtype, gguf_file(spec))
     report(f"loading {name} ({device}, {weights})")
     placement = {"device_map": "auto"} if device == "cuda" else {"device_map": {"": device}}
@@ -109,9 +112,8 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
             model = quantized_model(source, name, spec, scheme, dtype, report)
         except Unsupported as why:
             raise PldError(f"--quantize {scheme}: {why}") from None
-    return LoadedModel(
-        model, tokenizer, name, device, dtype, weights, RuntimePool(model, spec.runtime)
-    )
+    pool = RuntimePool(model, spec.runtime)
+    return LoadedModel(model, tokenizer, name, device, dtype, weights, pool, choice.why)
 
 
 def weights_label(scheme: Scheme | None, dtype: str, gguf: Path | None) -> str:
@@ -154,16 +156,17 @@ def quantized_model(
     return model
 
 
-def resolve_quantize(
-    spec: ModelSpec, source: str, device: str, report: Callable[[str], None]
-) -> Scheme | None:
-    """The scheme asked for (None: float weights); auto's choice by the model's size and free
-    memory (fit.py)."""
-    if spec.quantize == "none":
-        return None
-    if spec.quantize != "auto":
+def resolve_quantize(spec: ModelSpec, source: str, name: str, device: str, dtype: str) -> Choice:
+    """The scheme the weights run in (None: float) and why: as asked, or auto's choice (fit.py);
+    PldError, with the figure, where the model would not fit this machine's memory."""
+    if spec.quantize == "auto":
+        gguf = gguf_file(spec) is not None
+        choice = auto_choice(gguf, device, library.unavailable(), spec.runtime)
+    elif spec.quantize == "none":
+        choice = Choice(None, "--quantize none")
+    else:
         try:
-            return Scheme(spec.quantize)
+            choice = Choice(Scheme(spec.quantize), f"--quantize {spec.quantize}")
         except ValueError:
             raise PldError(
                 f"--quantize {spec.quantize}: expected auto, none, int8 or int4",
@@ -172,15 +175,12 @@ def resolve_quantize(
     try:
         parameters = Checkpoint(checkpoint_folder(source, spec.revision)).parameters()
     except Unreadable:
-        return None  # its size is unknown before loading: as it is
-    available = available_memory()
-    scheme = auto_quantize(parameters, available, device)
-    if scheme is not None:
-        report(
-            f"--quantize auto: {scheme} (float32 weights of {parameters * 4 / 1e9:.1f} GB do not "
-            f"fit the {available / 1e9:.1f} GB of memory available)"
-        )
-    return scheme
+        return choice  # its size is unknown before loading
+    size = DTYPES[dtype].itemsize
+    why_not = refusal(parameters, choice.scheme, size, available_memory())
+    if why_not is not None:
+        raise PldError(f"{name} ({weights_label(choice.scheme, dtype, None)}): {why_not}")
+    return choice
 
 
 def gguf_file(spec: ModelSpec) -> Path | None:

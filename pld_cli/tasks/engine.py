@@ -29,6 +29,7 @@ class Engine(Protocol):
     repetition_penalty: float | None  # the model's own, used unless --repetition-penalty is given
     parallel: int  # calls it takes at once (the local engine: 1; a server: -j)
     drafts_itself: bool  # drafting is the engine's own (a server's --speculative-config)
+    weights: dict[str, str] | None  # their format and why (the local engine), for JSON
 
     def prepare(self, positions: int, config: DecodeConfig, report: Note, note: Note) -> None:
         """Ready for calls of up to `positions` tokens (open, calibrate): work done once,
