@@ -57,10 +57,10 @@ RUNTIME_HELP = (
     "else dynamic."
 )
 QUANTIZE_HELP = (
-    "Weights for pld's own forward (CPU). int8 in groups of 32 (through pld's C kernel where it "
-    "is built here, else per output channel through torch's) or int4 in groups of 32, quantized "
-    "at load (once: the copy is cached); pld's output still equals --no-pld's. auto: float "
-    "weights where they fit the memory available, else int8, else int4; float on a GPU."
+    "Weights for pld's own forward (CPU). int8 in groups of 32 (pld's C kernels) or int4 in "
+    "groups of 32, quantized at load (once: the copy is cached); pld's output still equals "
+    "--no-pld's. auto: a GGUF's quantized blocks as int8 groups of 32, a float checkpoint as "
+    "float; float on a GPU. Never chosen from free memory: a model that does not fit is refused."
 )
 SERVER_HELP = (
     "Decode on an OpenAI-compatible server (vLLM: its batching and n-gram drafting) instead of on "

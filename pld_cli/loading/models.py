@@ -172,6 +172,9 @@ def resolve_quantize(spec: ModelSpec, source: str, name: str, device: str, dtype
                 f"--quantize {spec.quantize}: expected auto, none, int8 or int4",
                 code=ExitStatus.USAGE,
             ) from None
+    missing = library.unavailable()
+    if choice.scheme is not None and missing is not None:
+        raise PldError(f"--quantize {choice.scheme}: pld's C kernels are not here ({missing})")
     try:
         parameters = Checkpoint(checkpoint_folder(source, spec.revision)).parameters()
     except Unreadable:
