@@ -1,8 +1,10 @@
 """pld --server against a real vLLM (n-gram drafting on), end to end; `make test-server` starts it.
 
 Skipped unless PLD_TEST_SERVER names the server (scripts/test-server.sh sets it, with the server's
-process group in PLD_TEST_SERVER_PGID for the last test, which kills it mid-run). The server runs
-pld's default model with a 2,048-token context, so a long document must be cut to fit it.
+process group in PLD_TEST_SERVER_PGID for the two tests that break it: the last, which kills it
+mid-run, and the engine-core one, which the script runs alone against a second server). The
+server runs pld's default model with a 2,048-token context, so a long document must be cut to fit
+it.
 """
 
 from __future__ import annotations
@@ -143,6 +145,25 @@ def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
     assert len(errors) == 4 and "3 of 3 files failed" in errors[-1]
     for path, line in zip(paths, errors, strict=False):
         assert str(path) in line and ("broke" in line or "ended the stream" in line), line
+
+
+def test_an_engine_core_stopped_mid_run_fails_the_files_within_a_minute(tmp_path):
+    """As `systemctl stop` or a crashed engine does: SIGTERM to vLLM's engine core alone, its API
+    server left up (scripts/test-server.sh runs this against a server of its own)."""
+    pld, paths, before = edits_in_flight(tmp_path, URL)
+    group = int(os.environ["PLD_TEST_SERVER_PGID"])
+    found = subprocess.run(["pgrep", "-g", str(group), "-f", "EngineCore"], capture_output=True)
+    core = int(found.stdout.split()[0])
+    os.kill(core, signal.SIGTERM)
+    start = time.perf_counter()
+    _, err = pld.communicate(timeout=120)
+    assert time.perf_counter() - start <= 60
+    assert pld.returncode == 1 and "Traceback" not in err
+    assert [path.read_bytes() for path in paths] == before
+    errors = [line for line in err.splitlines() if line.startswith("pld: error:")]
+    assert len(errors) == 4 and "3 of 3 files failed" in errors[-1]
+    for path, line in zip(paths, errors, strict=False):
+        assert str(path) in line, line
 
 
 def edits_in_flight(folder: Path, url: str) -> tuple[subprocess.Popen, list[Path], list[bytes]]:
