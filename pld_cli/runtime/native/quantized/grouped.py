@@ -1,13 +1,13 @@
 """int8 weights in groups of 32 inputs, each group with a float32 scale and offset, multiplied by
-pld's VNNI kernel (runtime/clib/csrc/grouped_int8.c) where it is built on this machine.
+pld's C kernel (runtime/clib/csrc/grouped_int8.c), in whichever variant this CPU runs.
 
 Most checkpoints run on a CPU are already quantized in groups of 32, which torch's int8 kernel (one
 scale per output row) holds poorly; here each group takes the closer of two grids: symmetric
 (Q8_0's own layout, held exactly) or minimum to maximum in 255 steps (Q4_1's 16 levels held to
 float32 rounding). The kernel computes each row apart in a fixed order, so rows stand alone by
-construction; its float work is per group of 32 inputs and 16 outputs, so prefills run it too,
-faster than float32's matmul (docs/design-measurements.md). A weight is scale * u + offset for
-its unsigned byte u, the form the instruction takes; the inputs keep 16 bits per group.
+construction; its float work is per group of 32 inputs and 16 outputs, so prefills run it too
+(on AVX-512 VNNI faster than float32's matmul: docs/design-measurements.md). A weight is
+scale * u + offset for its unsigned byte u; the inputs keep 16 bits per group.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ KERNEL = "grouped_int8_mm"
 
 
 def available() -> bool:
-    """Whether the kernel is built on this machine (x86-64 with AVX-512 VNNI, a C compiler)."""
+    """Whether the kernel is here: some variant of pld's C library built at install and run by
+    this CPU."""
     return library.kernel(KERNEL) is not None
 
 

@@ -1,7 +1,7 @@
 """Weight-only quantization for the native forward: int8 in groups of 32 (pld's kernels) and int4
 in groups of 32 (torch's kernel).
 
-The layers run kernels whose rows stand alone (`grouped.py`, else torch's: `matrices.py`), so
+The layers run kernels whose rows stand alone (`grouped.py`; int4: torch's, `matrices.py`), so
 pld's output equals `--no-pld`'s by construction; attention and the norms stay float32. Weights
 are quantized once, at load, a decoder block at a time (fused by `../model.py`'s `block_layer`),
 each block's float weights freed before the next, so float32 never lives beside the quantized copy
@@ -9,8 +9,8 @@ each block's float weights freed before the next, so float32 never lives beside 
 int8 in groups of 32 through pld's kernel under either scheme (torch's int8 kernel has bfloat16
 logits, which alone cost more agreement than the layers' 4-bit groups). So a quantized model needs
 pld's C library, of whichever variant this CPU runs: where there is none the load is refused with
-the reason, never run in another format. transformers' forward has
-no weights left: the model is the native runtime's only.
+the reason, never run in another format. transformers' forward has no weights left: the model is
+the native runtime's only.
 """
 
 from __future__ import annotations
