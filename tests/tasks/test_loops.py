@@ -31,6 +31,17 @@ def test_a_loop_that_began_mid_sentence_ends_at_a_sentence_end(tokenizer):
     assert out.endswith("documentation.") and out.count(LOOP.strip()) == 1
 
 
+def test_a_loop_that_begins_after_a_line_start_ends_at_that_line_end(tokenizer):
+    # Each repeat follows "\n\nThe", the first copy ", also": the repeats begin after "The",
+    # and no sentence ends in the span that follows.
+    run = (
+        " extension will also include a public exhibition showing detailed designs of the four"
+        " stops and a business support fund for the shops along the route"
+    )
+    out = delivered(tokenizer, INTRO + " Also, the" + run + ("\n\nThe" + run) * 6)
+    assert out == INTRO + " Also, the" + run + "\n\n"
+
+
 def test_an_output_that_ends_without_a_loop_is_kept_whole(tokenizer):
     tokens = tokenizer(INTRO + LOOP, add_special_tokens=False)["input_ids"]
     assert loop_cut(tokens, tokenizer) == len(tokens)
