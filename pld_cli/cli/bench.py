@@ -20,6 +20,10 @@ HF_QUANTIZED = (
     "--quantize: transformers' generate() (hf-greedy, hf-pld) has no float weights left to run "
     "on; leave those methods out"
 )
+HF_FLOAT = (
+    "--quantize auto: float weights, which transformers' generate() (hf-greedy, hf-pld) needs, "
+    "so every method runs on the same weights (--methods greedy,pld for the default int8 path)"
+)
 # Help too long for one line: its first sentence (or clause) is the option's line under -h.
 METHODS_HELP = (
     "Methods to compare, comma-separated (greedy, pld, pld-fixed, hf-pld, hf-greedy; "
@@ -98,8 +102,11 @@ def bench(
 
     config, spec = settings.decode_config(), settings.model_spec()
     chosen = parse_methods(methods, server=bool(settings.server))
-    if settings.quantize.value not in ("auto", "none") and any(m.startswith("hf-") for m in chosen):
+    transformers_methods = any(m.startswith("hf-") for m in chosen)
+    if settings.quantize.value not in ("auto", "none") and transformers_methods:
         raise PldError(HF_QUANTIZED, code=ExitStatus.USAGE)
+    if settings.quantize.value == "auto" and transformers_methods:
+        spec = dataclasses.replace(spec, quantize="none")  # every method on the same weights
     if concurrency and not settings.server:
         raise PldError("--concurrency measures a server: it needs --server", code=ExitStatus.USAGE)
     if check and not {"greedy", "pld"} <= set(chosen):
@@ -113,6 +120,8 @@ def bench(
     ui = Ui(quiet=settings.quiet, live=False, verbose=settings.verbose)
     ui.quiet_libraries()
     with ui.progress("loading model") as report_load:
+        if spec.quantize == "none" and settings.quantize.value == "auto":
+            report_load(HF_FLOAT)
         loaded = load_model(spec, report_load)
         if scheme_of(loaded.model) is not None and any(m.startswith("hf-") for m in chosen):
             raise PldError(f"{HF_QUANTIZED} (or pass --quantize none)", code=ExitStatus.USAGE)

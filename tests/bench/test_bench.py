@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 
@@ -18,6 +19,7 @@ from pld_cli.bench.results import BenchReport, ItemResult, MethodResult
 from pld_cli.cli.app import main
 from pld_cli.core.config import SamplingConfig
 from pld_cli.errors import PldError
+from pld_cli.loading.fit import auto_choice
 from pld_cli.tasks.prompts import Task
 
 METHOD_KEYS = {
@@ -394,3 +396,18 @@ def test_a_server_is_one_more_method_and_its_throughput_is_measured(tiny_model_d
 def test_concurrency_needs_a_server(tiny_model_dir, corpus, capsys):
     code, _, err = pld(["bench", str(corpus), "--concurrency", "4"], capsys)
     assert code == 2 and "--concurrency measures a server: it needs --server" in err
+
+
+@pytest.mark.parametrize(
+    "methods,weights", [("hf-greedy,greedy,pld", "float32"), ("greedy,pld", "int8 in groups of 32")]
+)
+def test_a_gguf_runs_float_only_where_transformers_methods_are_benched(
+    tiny_model_dir, corpus, capsys, monkeypatch, methods, weights
+):
+    # The tiny model as if it came from a GGUF: auto runs a GGUF as int8 in groups, but
+    # transformers' generate() needs float weights, so with hf- methods every method runs float.
+    as_gguf = functools.partial(auto_choice, True)
+    monkeypatch.setattr("pld_cli.loading.models.auto_choice", lambda _, *rest: as_gguf(*rest))
+    code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", methods)
+    assert code == 0, err
+    assert data["weights"].startswith(weights)
