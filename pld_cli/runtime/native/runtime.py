@@ -113,7 +113,8 @@ class NativeRuntime:
         elif self.row_kernel:
             path = f"attention row by row in pld's C kernels ({variant})"
         else:
-            path = f"attention row by row through sdpa (pld's C library: {library.unavailable()})"
+            why = library.unavailable() or f"its attention takes no head size {self.weights.head_dim}"
+            path = f"attention row by row through sdpa (pld's C kernels: {why})"
         return [f"kernels: {layers}; {path}"]
 
     def prefill(self, ids: Sequence[int]) -> None:
