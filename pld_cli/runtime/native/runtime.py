@@ -113,7 +113,8 @@ class NativeRuntime:
         elif self.row_kernel:
             path = f"attention row by row in pld's C kernels ({variant})"
         else:
-            why = library.unavailable() or f"its attention takes no head size {self.weights.head_dim}"
+            size = self.weights.head_dim
+            why = library.unavailable() or f"its attention takes no head size {size}"
             path = f"attention row by row through sdpa (pld's C kernels: {why})"
         return [f"kernels: {layers}; {path}"]
 
