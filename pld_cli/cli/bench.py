@@ -123,7 +123,7 @@ def bench(
         if spec.quantize == "none" and settings.quantize.value == "auto":
             report_load(HF_FLOAT)
         loaded = load_model(spec, report_load)
-        if scheme_of(loaded.model) is not None and any(m.startswith("hf-") for m in chosen):
+        if scheme_of(loaded.model) is not None and transformers_methods:
             raise PldError(f"{HF_QUANTIZED} (or pass --quantize none)", code=ExitStatus.USAGE)
         config = settings.decode_config(model_penalty=loaded.repetition_penalty)
         ready(loaded, 0, config, report=report_load, note=ui.detail)  # calibration, once

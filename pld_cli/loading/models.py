@@ -159,9 +159,9 @@ def quantized_model(
 def resolve_quantize(spec: ModelSpec, source: str, name: str, device: str, dtype: str) -> Choice:
     """The scheme the weights run in (None: float) and why: as asked, or auto's choice (fit.py);
     PldError, with the figure, where the model would not fit this machine's memory."""
+    missing = library.unavailable()
     if spec.quantize == "auto":
-        gguf = gguf_file(spec) is not None
-        choice = auto_choice(gguf, device, library.unavailable(), spec.runtime)
+        choice = auto_choice(gguf_file(spec) is not None, device, missing, spec.runtime)
     elif spec.quantize == "none":
         choice = Choice(None, "--quantize none")
     else:
@@ -172,7 +172,6 @@ def resolve_quantize(spec: ModelSpec, source: str, name: str, device: str, dtype
                 f"--quantize {spec.quantize}: expected auto, none, int8 or int4",
                 code=ExitStatus.USAGE,
             ) from None
-    missing = library.unavailable()
     if choice.scheme is not None and missing is not None:
         raise PldError(f"--quantize {choice.scheme}: pld's C kernels are not here ({missing})")
     try:

@@ -22,9 +22,8 @@ from pathlib import Path
 
 import torch  # noqa: F401  (loads torch's libgomp first, which the library then shares)
 
-from pld_cli.runtime.clib.tables import layout_mismatch
+from pld_cli.runtime.clib.tables import FLOAT, INT, PTR, layout_mismatch
 
-PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 # Each kernel and its arguments.
 SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),

@@ -7,7 +7,7 @@ import ctypes
 
 ABI_VERSION = 2  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-MATRICES = ("qkv", "out", "gate_up", "down")  # a Block's matrices, in decoder.h's order
+MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
 
 class Matrix(ctypes.Structure):

@@ -23,6 +23,7 @@ from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.clib import library
+from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.model import (
     COVERED,
     Layer,
@@ -37,8 +38,6 @@ from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedInt8Matrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.scheme import Scheme
-
-LAYER_MATRICES = ("qkv", "out", "gate_up", "down")
 
 
 def quantize_model(
@@ -105,7 +104,7 @@ def check_rows(weights: NativeWeights) -> None:
     """Sets each matrix's rows_checked: CHECKED_ROWS where its kernel stands each row alone on
     this machine, else 0 (verify passes then run it row by row). One matrix per kind and shape
     is tried: the kernel's path depends on those and the number of rows."""
-    matrices = [getattr(layer, name) for layer in weights.layers for name in LAYER_MATRICES]
+    matrices = [getattr(layer, name) for layer in weights.layers for name in MATRICES]
     verdicts: dict[tuple, bool] = {}
     for matrix in [*matrices, weights.head]:
         key = (type(matrix), matrix.shape)
@@ -115,7 +114,7 @@ def check_rows(weights: NativeWeights) -> None:
 
 
 def quantized_layer(layer: Layer, matrix: type[Int4Matrix | GroupedInt8Matrix]) -> Layer:
-    for name in LAYER_MATRICES:
+    for name in MATRICES:
         setattr(layer, name, matrix(getattr(layer, name)))
     return layer
 
@@ -148,5 +147,5 @@ _LIBC = _glibc()
 
 def weight_bytes(weights: NativeWeights) -> int:
     """Bytes a pass reads: every layer matrix and the head (not the embedding, read by rows)."""
-    matrices = [getattr(layer, name) for layer in weights.layers for name in LAYER_MATRICES]
+    matrices = [getattr(layer, name) for layer in weights.layers for name in MATRICES]
     return sum(m.nbytes for m in [*matrices, weights.head])

@@ -13,15 +13,11 @@ from dataclasses import fields
 import torch
 from transformers import PreTrainedModel
 
+from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.model import Layer, NativeWeights, shape
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
-from pld_cli.runtime.native.quantized.quantize import (
-    LAYER_MATRICES,
-    layer_matrix,
-    mark,
-    require_kernels,
-)
+from pld_cli.runtime.native.quantized.quantize import layer_matrix, mark, require_kernels
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
 FORMAT = "6"  # bumped whenever the tensors' layout changes, so an old copy is not read
@@ -60,7 +56,7 @@ def restore(
         for field in fields(Layer):
             name = f"layers.{i}.{field.name}"
             values[field.name] = take(
-                state, name, matrix if field.name in LAYER_MATRICES else None, dtype
+                state, name, matrix if field.name in MATRICES else None, dtype
             )
         layers.append(Layer(**values))
     head = take(state, "head", GroupedInt8Matrix, dtype)
