@@ -20,7 +20,10 @@ def variant(name: str, flags: list[str]) -> Extension:
     return Extension(
         f"pld_cli.runtime.clib._{name}",
         sources=[f"{CSRC}/variants/{name}.c"],
-        depends=[f"{CSRC}/{part}" for part in ("kernels.c", "simd.h", "group_dots.h", "decoder.h")],
+        depends=[
+            f"{CSRC}/{part}"
+            for part in ("kernels.c", "simd.h", "group_dots.h", "grouped.c", "decoder.h")
+        ],
         extra_compile_args=COMMON + flags,
         extra_link_args=["-fopenmp"],
         libraries=["m"],

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 2  # PLD_ABI_VERSION in csrc/decoder.h
+ABI_VERSION = 3  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
 
 class Matrix(ctypes.Structure):
     _fields_ = [("values", PTR), ("scales", PTR), ("offsets", PTR), ("bias", PTR)]
-    _fields_ += [("rows", INT), ("cols", INT)]
+    _fields_ += [(name, INT) for name in ("rows", "cols", "group", "bits")]
 
 
 class Block(ctypes.Structure):

@@ -18,7 +18,7 @@ from pld_cli.runtime.clib import library
 from pld_cli.runtime.clib.tables import MATRICES, Block, Decoder, Matrix
 from pld_cli.runtime.native.attention import kernel_fits
 from pld_cli.runtime.native.model import Layer, NativeWeights
-from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 
 KERNEL = "decode_rows"
 
@@ -28,7 +28,7 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
     checked to stand alone on this machine, a float32 cache the C attention takes, and the
     library built."""
     grouped = all(
-        isinstance(matrix, GroupedInt8Matrix) and matrix.rows_checked > 0
+        isinstance(matrix, GroupedMatrix) and matrix.rows_checked > 0
         for layer in weights.layers
         for matrix in (getattr(layer, name) for name in MATRICES)
     )
@@ -87,11 +87,11 @@ class CDecoder:
             fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
         return Block(**fields)
 
-    def matrix(self, matrix: GroupedInt8Matrix, bias: torch.Tensor | None) -> Matrix:
+    def matrix(self, matrix: GroupedMatrix, bias: torch.Tensor | None) -> Matrix:
         rows, cols = matrix.shape
         parts = (matrix.values, matrix.group_scales, matrix.group_offsets, bias)
         values, scales, offsets, bias = (self.pointer(part) for part in parts)
-        return Matrix(values, scales, offsets, bias, rows, cols)
+        return Matrix(values, scales, offsets, bias, rows, cols, matrix.group, matrix.bits)
 
     def pointer(self, tensor: torch.Tensor | None) -> int | None:
         """The address of a contiguous float32 (or byte) copy of tensor, kept alive; None: NULL."""

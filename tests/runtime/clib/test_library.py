@@ -55,18 +55,21 @@ def test_a_kernel_given_sizes_it_does_not_take_refuses_them(fresh):
     import torch
 
     x, out = torch.zeros(2, 40), torch.zeros(2, 8)
-    values, scales = torch.zeros(8, 40, dtype=torch.uint8), torch.zeros(8, 2)
-    code = library.kernel("grouped_int8_mm")(
-        x.data_ptr(),
-        2,
-        values.data_ptr(),
-        scales.data_ptr(),
-        scales.data_ptr(),
-        8,
-        40,
-        out.data_ptr(),
-    )  # 40 inputs: not whole groups of 32
-    assert code == library.WRONG_SIZES
+    values, scales = torch.zeros(8, 40, dtype=torch.uint8), torch.zeros(8, 3)
+    for inputs, group, bits in [(40, 32, 8), (40, 16, 4), (32, 8, 8), (32, 32, 2)]:
+        code = library.kernel("grouped_mm")(
+            x.data_ptr(),
+            2,
+            values.data_ptr(),
+            scales.data_ptr(),
+            scales.data_ptr(),
+            8,
+            inputs,
+            group,
+            bits,
+            out.data_ptr(),
+        )  # 40 inputs: not whole groups; groups of 8 or 2 bits: no such layout
+        assert code == library.WRONG_SIZES
     query = torch.zeros(1, 1, 24)
     code = library.kernel("attend_rows")(
         query.data_ptr(),

@@ -8,7 +8,7 @@ from native_families import FAMILIES
 
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.attention import attend_rows
-from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.quantize import quantize_model
 from pld_cli.runtime.native.runtime import NativeRuntime
 
@@ -42,10 +42,20 @@ def randn(*shape: int, seed: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("outputs,inputs", [(37, 576), (64, 1536), (16, 32), (5, 96)])
 def test_the_int8_product_is_the_same_on_every_variant(monkeypatch, outputs, inputs):
-    matrix = GroupedInt8Matrix(0.05 * randn(outputs, inputs, seed=0))
+    matrix = GroupedMatrix.quantized(0.05 * randn(outputs, inputs, seed=0))
     x = 3 * randn(9, inputs, seed=1)
     x[0, :32] = 0  # a group of zeros
     x[1, 5] = 1e4  # a group whose step is large
+    assert_same_bits(each_variant(monkeypatch, lambda: [matrix.product(x[:m]) for m in (1, 4, 9)]))
+
+
+@pytest.mark.parametrize("group,bits", [(32, 4), (16, 8), (16, 4)])
+def test_every_layouts_product_is_the_same_on_every_variant(monkeypatch, group, bits):
+    generator = torch.Generator().manual_seed(6)
+    values = torch.randint(0, 2**bits, (37, 576), generator=generator, dtype=torch.uint8)
+    scales = 0.01 * torch.rand(37, 576 // group, generator=generator)
+    matrix = GroupedMatrix(values, scales, -4 * scales, bits)
+    x = 3 * randn(9, 576, seed=7)
     assert_same_bits(each_variant(monkeypatch, lambda: [matrix.product(x[:m]) for m in (1, 4, 9)]))
 
 

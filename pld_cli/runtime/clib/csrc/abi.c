@@ -22,6 +22,8 @@ int64_t pld_abi(int64_t* out, int64_t n) {
       offsetof(Matrix, bias),
       offsetof(Matrix, rows),
       offsetof(Matrix, cols),
+      offsetof(Matrix, group),
+      offsetof(Matrix, bits),
       sizeof(Block),
       offsetof(Block, attention_norm),
       offsetof(Block, q_norm),

@@ -3,7 +3,7 @@
    A one-position pass is bound by reading its int8 weights, but torch's forward around the
    kernels cost as much again (a hundred small operations per layer, each a dispatch; figures in
    docs/design-measurements.md). Here the whole pass is C: per layer the RMSNorm,
-   the q/k/v product (grouped_int8.c), bias, q/k norms (Qwen3), the rotation, the cache writes,
+   the q/k/v product (grouped.c), bias, q/k norms (Qwen3), the rotation, the cache writes,
    attention (row_attention.c), the output product, the residual, and the gated SiLU MLP.
 
    Every step computes each row from that row alone in a fixed order (the products and attention
@@ -21,7 +21,8 @@
 
 /* y [rows, N] = x [rows, K] @ W.T + bias */
 static int product(const Matrix* m, const float* x, int64_t rows, float* y) {
-  int code = grouped_int8_mm(x, rows, m->values, m->scales, m->offsets, m->rows, m->cols, y);
+  int code = grouped_mm(x, rows, m->values, m->scales, m->offsets, m->rows, m->cols, m->group,
+                        m->bits, y);
   if (code != 0) return code;
   if (m->bias)
     for (int64_t i = 0; i < rows; i++)

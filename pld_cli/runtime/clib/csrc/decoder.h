@@ -6,15 +6,16 @@
 
 #include <stdint.h>
 
-#define PLD_ABI_VERSION 2 /* raised with any change of a signature or a table below */
+#define PLD_ABI_VERSION 3 /* raised with any change of a signature or a table below */
 
-/* A GroupedInt8Matrix [rows, cols] (see grouped_int8.c) and its bias [rows] (NULL: none). */
+/* A GroupedMatrix [rows, cols] (see grouped.c: `group` inputs per scale, `bits` per weight) and
+   its bias [rows] (NULL: none). */
 typedef struct {
   const uint8_t* values;
   const float* scales;
   const float* offsets;
   const float* bias;
-  int64_t rows, cols;
+  int64_t rows, cols, group, bits;
 } Matrix;
 
 typedef struct {
@@ -35,8 +36,8 @@ typedef struct {
   const float* sin;
 } Decoder;
 
-int grouped_int8_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
-                    const float* offsets, int64_t N, int64_t K, float* y);
+int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
+               const float* offsets, int64_t N, int64_t K, int64_t group, int64_t bits, float* y);
 int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
                 float scale, float* out);

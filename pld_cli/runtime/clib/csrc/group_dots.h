@@ -1,14 +1,19 @@
-/* The integer heart of grouped_int8.c, once per instruction set: for one group of 32 inputs and a
-   block of up to 16 outputs, each row's exact u . X, where u are the weights' bytes and X the
-   row's whole steps (|X| <= 32639). Each variant keeps X as its instructions take it; all give
-   the same integers (below 2^31: 32 products of at most 255 * 32639).
+/* The integer heart of grouped.c, once per instruction set: for one group of `group` (16 or 32)
+   inputs and a block of up to 16 outputs, each row's exact u . X, where u are the weights' bytes
+   or nibbles (`bits` 8 or 4) and X the row's whole steps (|X| <= 32639). Each variant keeps X as
+   its instructions take it; all give the same integers (below 2^31: 32 products of at most
+   255 * 32639). `group` and `bits` are constants where the callers are inlined, so each layout
+   gets its own unrolled loops.
 
    - AVX-512 VNNI: X as two signed base-256 digits h, l (X = 256 h + l); vpdpbusd multiplies
      unsigned bytes by signed bytes, four products per 32-bit lane, and 256 u.h + u.l = u.X.
    - AVX2: X as 16 bits; vpmaddwd multiplies 16-bit pairs (the bytes widened) into 32-bit sums.
    - plain C: the same products in a loop.
 
-   A row's steps take 2 bytes per input either way: [groups][64 bytes]. */
+   Weights of a block of `width` outputs, per group: 8 bits, [group / 4][width][4 inputs] bytes
+   (one 64-byte line: four inputs of 16 outputs); 4 bits, [group / 8][width][4] bytes whose low
+   nibbles are inputs 0..3 of the eight and high nibbles inputs 4..7, so one line unpacks into the
+   8-bit layout's two lines. A row's steps take 2 bytes per input either way: [groups][2 group]. */
 
 #ifndef PLD_GROUP_DOTS_H
 #define PLD_GROUP_DOTS_H
@@ -16,31 +21,39 @@
 #include <stdint.h>
 #include <string.h>
 
-#define GROUP 32 /* inputs per scale */
-#define BLOCK 16 /* outputs per block of the layout */
+#define MAX_GROUP 32 /* inputs per scale: 32 or 16 */
+#define BLOCK 16     /* outputs per block of the layout */
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Weight byte (8 bits) or nibble (4 bits) of input e of output n in a group's block. */
+ALWAYS_INLINE int weight_at(const uint8_t* w, int width, int bits, int e, int n) {
+  if (bits == 8) return w[((e / 4) * width + n) * 4 + e % 4];
+  uint8_t both = w[((e / 8) * width + n) * 4 + e % 4];
+  return e % 8 < 4 ? both & 0x0F : both >> 4;
+}
 
 /* The plain loop over `width` outputs, lanes past it zero; inlined with a constant width where
    the block is whole, so the compiler can vectorize it. */
-static inline __attribute__((always_inline)) void plain_dots_of(const uint8_t* w, int width,
-                                                                const int16_t* X,
-                                                                int32_t dots[BLOCK]) {
+ALWAYS_INLINE void plain_dots_of(const uint8_t* w, int width, int group, int bits,
+                                 const int16_t* X, int32_t dots[BLOCK]) {
   int32_t sums[BLOCK] = {0};
-  for (int k = 0; k < GROUP / 4; k++)
-    for (int n = 0; n < width; n++)
-      for (int j = 0; j < 4; j++) sums[n] += (int32_t)w[(k * width + n) * 4 + j] * X[4 * k + j];
+  for (int e = 0; e < group; e++)
+    for (int n = 0; n < width; n++) sums[n] += weight_at(w, width, bits, e, n) * X[e];
   memcpy(dots, sums, sizeof sums);
 }
 
 /* Every variant's fallback: X as 16 bits (2 bytes per input) in `steps`, rows `stride` apart. */
-static inline void plain_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
-                              int rows, int32_t dots[][BLOCK]) {
+ALWAYS_INLINE void plain_dots(const uint8_t* w, int width, int group, int bits,
+                              const int8_t* steps, int64_t stride, int rows,
+                              int32_t dots[][BLOCK]) {
   for (int i = 0; i < rows; i++) {
-    int16_t X[GROUP];
-    memcpy(X, steps + i * stride, sizeof X);
+    int16_t X[MAX_GROUP];
+    memcpy(X, steps + i * stride, 2 * group);
     if (width == BLOCK)
-      plain_dots_of(w, BLOCK, X, dots[i]);
+      plain_dots_of(w, BLOCK, group, bits, X, dots[i]);
     else
-      plain_dots_of(w, width, X, dots[i]);
+      plain_dots_of(w, width, group, bits, X, dots[i]);
   }
 }
 
@@ -52,29 +65,44 @@ static inline void plain_dots(const uint8_t* w, int width, const int8_t* steps, 
 #define AHEAD 8  /* groups prefetched: faster one-row reads, docs/design-measurements.md */
 #define VARIANT "avx512-vnni"
 
-static inline void keep_steps(const int32_t* X, int8_t* out) {
-  for (int e = 0; e < GROUP; e++) {
+ALWAYS_INLINE void keep_steps(const int32_t* X, int group, int8_t* out) {
+  for (int e = 0; e < group; e++) {
     int32_t high = (X[e] + 128) >> 8; /* arithmetic shift: floor */
     out[e] = (int8_t)high;
-    out[GROUP + e] = (int8_t)(X[e] - 256 * high);
+    out[group + e] = (int8_t)(X[e] - 256 * high);
   }
 }
 
-static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
-                              int rows, int32_t dots[][BLOCK]) {
+/* Four inputs (from `first`) of 16 outputs as bytes `wv`, into every row's two digit sums. */
+ALWAYS_INLINE void dot_four(__m512i wv, const int8_t* steps, int64_t stride, int group, int rows,
+                            int first, __m512i high[ROWS], __m512i low[ROWS]) {
+  for (int i = 0; i < rows; i++) {
+    int32_t hi, lo; /* four digits each, as one lane to broadcast */
+    memcpy(&hi, steps + i * stride + first, 4);
+    memcpy(&lo, steps + i * stride + group + first, 4);
+    high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(hi));
+    low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(lo));
+  }
+}
+
+ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
+                              const int8_t* steps, int64_t stride, int rows,
+                              int32_t dots[][BLOCK]) {
   __mmask16 lanes = width >= 16 ? 0xFFFF : (__mmask16)((1u << width) - 1);
   __m512i high[ROWS], low[ROWS];
   for (int i = 0; i < rows; i++) high[i] = low[i] = _mm512_setzero_si512();
-  for (int line = 0; line < GROUP * BLOCK / 64; line++)
-    _mm_prefetch((const char*)(w + AHEAD * GROUP * width + 64 * line), _MM_HINT_T0);
-  for (int k = 0; k < GROUP / 4; k++) {
-    __m512i wv = _mm512_maskz_loadu_epi32(lanes, w + k * 4 * width);
-    for (int i = 0; i < rows; i++) {
-      int32_t hi, lo; /* four digits each, as one lane to broadcast */
-      memcpy(&hi, steps + i * stride + 4 * k, 4);
-      memcpy(&lo, steps + i * stride + GROUP + 4 * k, 4);
-      high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(hi));
-      low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(lo));
+  const int line_bytes = group * BLOCK * bits / 8;
+  for (int line = 0; line < line_bytes / 64; line++)
+    _mm_prefetch((const char*)(w + AHEAD * group * width * bits / 8 + 64 * line), _MM_HINT_T0);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  for (int k = 0; k < group / 4; k += bits == 8 ? 1 : 2) {
+    __m512i wv = _mm512_maskz_loadu_epi32(lanes, w + k * width * bits / 2);
+    if (bits == 8) {
+      dot_four(wv, steps, stride, group, rows, 4 * k, high, low);
+    } else {
+      dot_four(_mm512_and_si512(wv, nibble), steps, stride, group, rows, 4 * k, high, low);
+      __m512i upper = _mm512_and_si512(_mm512_srli_epi16(wv, 4), nibble);
+      dot_four(upper, steps, stride, group, rows, 4 * k + 4, high, low);
     }
   }
   for (int i = 0; i < rows; i++)
@@ -85,10 +113,10 @@ static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, i
 
 #define ROWS 2
 
-static inline void keep_steps(const int32_t* X, int8_t* out) {
-  int16_t narrow[GROUP];
-  for (int e = 0; e < GROUP; e++) narrow[e] = (int16_t)X[e];
-  memcpy(out, narrow, sizeof narrow);
+ALWAYS_INLINE void keep_steps(const int32_t* X, int group, int8_t* out) {
+  int16_t narrow[MAX_GROUP];
+  for (int e = 0; e < group; e++) narrow[e] = (int16_t)X[e];
+  memcpy(out, narrow, 2 * group);
 }
 
 #if defined(__AVX2__)
@@ -102,23 +130,36 @@ static inline __m256i pair_sums(__m256i a, __m256i b) {
   return _mm256_permute4x64_epi64(_mm256_hadd_epi32(a, b), 0xD8);
 }
 
-static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
-                              int rows, int32_t dots[][BLOCK]) {
-  if (width < BLOCK) return plain_dots(w, width, steps, stride, rows, dots);
+/* Four inputs (from `first`) of 16 outputs, as four vectors of 16 bits, into every row's sums. */
+ALWAYS_INLINE void dot_four(const __m256i wide[4], const int8_t* steps, int64_t stride, int rows,
+                            int first, __m256i sums[ROWS][4]) {
+  for (int i = 0; i < rows; i++) {
+    int64_t four; /* X of the four inputs, to broadcast */
+    memcpy(&four, steps + i * stride + 2 * first, 8);
+    __m256i x = _mm256_set1_epi64x(four);
+    for (int j = 0; j < 4; j++)
+      sums[i][j] = _mm256_add_epi32(sums[i][j], _mm256_madd_epi16(wide[j], x));
+  }
+}
+
+ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
+                              const int8_t* steps, int64_t stride, int rows,
+                              int32_t dots[][BLOCK]) {
+  if (width < BLOCK) return plain_dots(w, width, group, bits, steps, stride, rows, dots);
   __m256i sums[ROWS][4];
   for (int i = 0; i < rows; i++)
     for (int j = 0; j < 4; j++) sums[i][j] = _mm256_setzero_si256();
-  for (int k = 0; k < GROUP / 4; k++) {
-    __m256i wide[4]; /* four outputs' four inputs each, as 16 bits */
+  for (int k = 0; k < group / 4; k += bits == 8 ? 1 : 2) {
+    __m256i wide[4], upper[4]; /* four outputs' four inputs each, as 16 bits */
     for (int j = 0; j < 4; j++)
-      wide[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(w + 64 * k + 16 * j)));
-    for (int i = 0; i < rows; i++) {
-      int64_t four; /* X of the four inputs, to broadcast */
-      memcpy(&four, steps + i * stride + 8 * k, 8);
-      __m256i x = _mm256_set1_epi64x(four);
-      for (int j = 0; j < 4; j++)
-        sums[i][j] = _mm256_add_epi32(sums[i][j], _mm256_madd_epi16(wide[j], x));
-    }
+      wide[j] = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i*)(w + 32 * bits * k / 4 + 16 * j)));
+    if (bits == 4)
+      for (int j = 0; j < 4; j++) {
+        upper[j] = _mm256_srli_epi16(wide[j], 4);
+        wide[j] = _mm256_and_si256(wide[j], _mm256_set1_epi16(0x0F));
+      }
+    dot_four(wide, steps, stride, rows, 4 * k, sums);
+    if (bits == 4) dot_four(upper, steps, stride, rows, 4 * k + 4, sums);
   }
   for (int i = 0; i < rows; i++) {
     _mm256_storeu_si256((__m256i*)dots[i], pair_sums(sums[i][0], sums[i][1]));
@@ -130,9 +171,10 @@ static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, i
 
 #define VARIANT "portable"
 
-static inline __attribute__((always_inline)) void group_dots(const uint8_t* w, int width, const int8_t* steps, int64_t stride,
-                              int rows, int32_t dots[][BLOCK]) {
-  plain_dots(w, width, steps, stride, rows, dots);
+ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
+                              const int8_t* steps, int64_t stride, int rows,
+                              int32_t dots[][BLOCK]) {
+  plain_dots(w, width, group, bits, steps, stride, rows, dots);
 }
 
 #endif

@@ -3,5 +3,5 @@
 
 #include "abi.c"
 #include "decoder.c"
-#include "grouped_int8.c"
+#include "grouped.c"
 #include "row_attention.c"

@@ -1,13 +1,16 @@
-"""int8 weights in groups of 32 inputs, each group with a float32 scale and offset, multiplied by
-pld's C kernel (runtime/clib/csrc/grouped_int8.c), in whichever variant this CPU runs.
+"""Weights in groups of 32 or 16 inputs, as bytes or nibbles u with a float32 scale and offset
+per group, multiplied by pld's C kernel (runtime/clib/csrc/grouped.c), in whichever variant this
+CPU runs.
 
-Most checkpoints run on a CPU are already quantized in groups of 32, which torch's int8 kernel (one
+A float checkpoint is quantized to bytes in groups of 32 (`GroupedMatrix.quantized`): most
+checkpoints run on a CPU are already quantized in groups of 32, which torch's int8 kernel (one
 scale per output row) holds poorly; here each group takes the closer of two grids: symmetric
 (Q8_0's own layout, held exactly) or minimum to maximum in 255 steps (Q4_1's 16 levels held to
-float32 rounding). The kernel computes each row apart in a fixed order, so rows stand alone by
-construction; its float work is per group of 32 inputs and 16 outputs, so prefills run it too
-(on AVX-512 VNNI faster than float32's matmul: docs/design-measurements.md). A weight is
-scale * u + offset for its unsigned byte u; the inputs keep 16 bits per group.
+float32 rounding). A GGUF's own blocks map onto the layouts exactly (loading/gguf_blocks.py):
+4-bit types stay nibbles, the K-quants' sub-blocks of 16 keep their own scales. The kernel
+computes each row apart in a fixed order, so rows stand alone by construction; its float work is
+per group and 16 outputs, so prefills run it too (docs/design-measurements.md). A weight is
+scale * u + offset for its unsigned u; the inputs keep 16 bits per group.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from pld_cli.errors import Unsupported
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.quantized.matrices import RowKernel, slabs
 
-GROUP = 32
-BLOCK = 16  # outputs the kernel computes at once: its layout (grouped_int8.c)
-KERNEL = "grouped_int8_mm"
+GROUP = 32  # inputs per scale where pld quantizes a float matrix itself
+GROUPS = (32, 16)  # the group sizes the kernel takes
+BITS = (8, 4)  # bits per weight the kernel takes: bytes, or nibbles two to a byte
+BLOCK = 16  # outputs the kernel computes at once: its layout (grouped.c)
+KERNEL = "grouped_mm"
 
 
 def available() -> bool:
@@ -31,14 +36,41 @@ def available() -> bool:
     return library.kernel(KERNEL) is not None
 
 
-class GroupedInt8Matrix(RowKernel):
-    """An [out, in] matrix as bytes u with a float32 scale and offset per GROUP inputs: a weight
-    is scale * u + offset. Kept as the kernel reads it: outputs in blocks of BLOCK (the last one
-    narrower where out is not a multiple), each block's bytes [in / 4, width, 4] (four inputs of
-    every output in one 64-byte load), its scales and offsets [in / GROUP, width]; so the values
-    are [out, in] and the scales [out, in / GROUP] in size, in that order."""
+class GroupedMatrix(RowKernel):
+    """An [out, in] matrix as unsigned u of `bits` (8 or 4) with a float32 scale and offset per
+    `group` (32 or 16) inputs: a weight is scale * u + offset. Kept as the kernel reads it:
+    outputs in blocks of BLOCK (the last one narrower where out is not a multiple), each block's
+    u [in / 4, width, 4] as bytes (four inputs of every output in one 64-byte load) or [in / 8,
+    width, 4] as bytes of two nibbles (inputs 0..3 low, 4..7 high), its scales and offsets [in /
+    group, width]; so the values are [out, in * bits / 8] and the scales [out, in / group] in
+    size, in that order. `layout` holds (group, bits) as a tensor, so a stored copy keeps it."""
 
-    def __init__(self, weight: torch.Tensor) -> None:
+    def __init__(
+        self,
+        values: torch.Tensor,
+        scales: torch.Tensor,
+        offsets: torch.Tensor,
+        bits: int = 8,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        """From u [out, in] (uint8, below 2 ** bits) and float32 scales and offsets [out, in /
+        group], in row order; `dtype`: what embedding rows come back as."""
+        group = values.shape[1] // scales.shape[1]
+        if group not in GROUPS or bits not in BITS or values.shape[1] % group:
+            raise Unsupported(f"no grouped layout of {bits} bits in groups of {group}")
+        packed = values.unflatten(1, (-1, 4))
+        if bits == 4:
+            pairs = values.unflatten(1, (-1, 2, 4))
+            packed = pairs[:, :, 0] | (pairs[:, :, 1] << 4)
+        self.values = blocked(packed)
+        self.group_scales = blocked(scales.float()[..., None])
+        self.group_offsets = blocked(offsets.float()[..., None])
+        self.layout = torch.tensor([group, bits])
+        self.device, self.dtype = values.device, dtype
+
+    @classmethod
+    def quantized(cls, weight: torch.Tensor) -> GroupedMatrix:
+        """A float matrix [out, in] as bytes in groups of GROUP, each on the closer grid."""
         values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
         scales = torch.empty(weight.shape[0], weight.shape[1] // GROUP, device=weight.device)
         offsets = torch.empty_like(scales)
@@ -46,10 +78,15 @@ class GroupedInt8Matrix(RowKernel):
             q, scales[rows], offset = closer(symmetric(groups), spanning(groups), groups)
             values[rows] = (q + 128).flatten(1).to(torch.uint8)
             offsets[rows] = offset - 128 * scales[rows]  # of u = q + 128, not of q
-        self.values = blocked(values.unflatten(1, (-1, 4)))  # [out, in] in the kernel's order
-        self.group_scales = blocked(scales[..., None])
-        self.group_offsets = blocked(offsets[..., None])
-        self.device, self.dtype = weight.device, weight.dtype  # what embedding rows come back as
+        return cls(values, scales, offsets, 8, weight.dtype)
+
+    @property
+    def group(self) -> int:
+        return int(self.layout[0])
+
+    @property
+    def bits(self) -> int:
+        return int(self.layout[1])
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         kernel = library.kernel(KERNEL)
@@ -64,15 +101,19 @@ class GroupedInt8Matrix(RowKernel):
             self.group_scales.data_ptr(),
             self.group_offsets.data_ptr(),
             *self.shape,
+            self.group,
+            self.bits,
             out.data_ptr(),
         )
+        if code == library.WRONG_SIZES:
+            raise ValueError(f"grouped kernel: no layout of {self.bits} bits in {self.group}s")
         if code != 0:
-            raise MemoryError("int8 kernel: no memory for its input")
+            raise MemoryError("grouped kernel: no memory for its input")
         return out.to(x.dtype)
 
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.values.shape)
+        return self.values.shape[0], self.values.shape[1] * 8 // self.bits
 
     @property
     def nbytes(self) -> int:
@@ -86,11 +127,14 @@ class GroupedInt8Matrix(RowKernel):
         """Rows of the matrix in float32 [*rows' shape, in]."""
         if isinstance(rows, slice):  # an embedding lookup's ids are already a tensor
             rows = torch.arange(self.shape[0])[rows]
-        values = self.values.flatten()[kernel_order(rows, self.values.shape, 4)].float()
+        values = self.values.flatten()[kernel_order(rows, self.values.shape, 4)]
+        if self.bits == 4:  # [..., in / 8, 4] bytes: inputs 0..3 low nibbles, 4..7 high
+            quads = values.unflatten(-1, (-1, 4))
+            values = torch.cat([quads & 0x0F, quads >> 4], -1).flatten(-2)
         scales = self.group_scales.flatten()[kernel_order(rows, self.group_scales.shape, 1)]
         offsets = self.group_offsets.flatten()[kernel_order(rows, self.group_offsets.shape, 1)]
-        groups = values.unflatten(-1, (-1, GROUP)) * scales[..., None] + offsets[..., None]
-        return groups.flatten(-2)
+        groups = values.float().unflatten(-1, (-1, self.group)) * scales[..., None]
+        return (groups + offsets[..., None]).flatten(-2)
 
 
 def blocked(matrix: torch.Tensor) -> torch.Tensor:

@@ -79,6 +79,11 @@ class Int4Matrix(RowKernel):
         self.scales_zeros = self.scales_zeros.contiguous()  # [in / group, out, 2]
         self.dtype = weight.dtype
 
+    @classmethod
+    def quantized(cls, weight: torch.Tensor) -> Int4Matrix:
+        """The float matrix [out, in] quantized (as GroupedMatrix.quantized, for either scheme)."""
+        return cls(weight)
+
     def product(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.ops.aten._weight_int4pack_mm_for_cpu(
             x.to(ACTIVATIONS), self.packed, INT4_GROUP, self.scales_zeros

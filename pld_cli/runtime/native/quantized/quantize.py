@@ -35,7 +35,7 @@ from pld_cli.runtime.native.model import (
 )
 from pld_cli.runtime.native.quantized import grouped
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
-from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedMatrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
@@ -65,7 +65,7 @@ def quantize_model(
         materialize(module)
     check_covered(model)
     tied = model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
-    head = GroupedInt8Matrix(model.lm_head.weight.data)
+    head = GroupedMatrix.quantized(model.lm_head.weight.data)
     embed = head if tied else GroupedRows(model.model.embed_tokens.weight.data)
     release(model.model.embed_tokens)
     release(model.lm_head)
@@ -81,10 +81,10 @@ def require_kernels(scheme: Scheme) -> None:
         raise Unsupported(f"{scheme} runs pld's C kernels, which are not here: {why}")
 
 
-def layer_matrix(scheme: Scheme) -> type[Int4Matrix | GroupedInt8Matrix]:
+def layer_matrix(scheme: Scheme) -> type[Int4Matrix | GroupedMatrix]:
     """The layers' matrices: int8 in groups (pld's kernel, grouped.py) or int4 in groups
     (torch's kernel)."""
-    return Int4Matrix if scheme is Scheme.INT4 else GroupedInt8Matrix
+    return Int4Matrix if scheme is Scheme.INT4 else GroupedMatrix
 
 
 def layout(scheme: Scheme) -> str:
@@ -107,15 +107,15 @@ def check_rows(weights: NativeWeights) -> None:
     matrices = [getattr(layer, name) for layer in weights.layers for name in MATRICES]
     verdicts: dict[tuple, bool] = {}
     for matrix in [*matrices, weights.head]:
-        key = (type(matrix), matrix.shape)
+        key = (type(matrix), matrix.shape, getattr(matrix, "group", 0), getattr(matrix, "bits", 0))
         if key not in verdicts:
             verdicts[key] = matrix.computes_rowwise()
         matrix.rows_checked = CHECKED_ROWS if verdicts[key] else 0
 
 
-def quantized_layer(layer: Layer, matrix: type[Int4Matrix | GroupedInt8Matrix]) -> Layer:
+def quantized_layer(layer: Layer, matrix: type[Int4Matrix | GroupedMatrix]) -> Layer:
     for name in MATRICES:
-        setattr(layer, name, matrix(getattr(layer, name)))
+        setattr(layer, name, matrix.quantized(getattr(layer, name)))
     return layer
 
 

@@ -16,11 +16,11 @@ from transformers import PreTrainedModel
 from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.model import Layer, NativeWeights, shape
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
-from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.quantize import layer_matrix, mark, require_kernels
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
-FORMAT = "6"  # bumped whenever the tensors' layout changes, so an old copy is not read
+FORMAT = "7"  # bumped whenever the tensors' layout changes, so an old copy is not read
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
@@ -59,8 +59,8 @@ def restore(
                 state, name, matrix if field.name in MATRICES else None, dtype
             )
         layers.append(Layer(**values))
-    head = take(state, "head", GroupedInt8Matrix, dtype)
-    embed = take(state, "embed", GroupedInt8Matrix if head is None else GroupedRows, dtype)
+    head = take(state, "head", GroupedMatrix, dtype)
+    embed = take(state, "embed", GroupedMatrix if head is None else GroupedRows, dtype)
     head = head or embed
     for module in model.modules():
         for name, parameter in list(module.named_parameters(recurse=False)):

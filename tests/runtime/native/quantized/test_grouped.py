@@ -1,12 +1,13 @@
-"""int8 in groups of 32 with a scale and offset each: the VNNI kernel's product is the matrix's,
-each row's bits do not depend on the batch, and a group takes the grid that holds its source."""
+"""Weights in groups with a scale and offset each: the kernel's product is the matrix's in every
+layout (bytes or nibbles, groups of 32 or 16), each row's bits do not depend on the batch, and a
+float matrix's group takes the grid that holds its source."""
 
 import pytest
 import torch
 
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.clib import library
-from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix, available
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix, available
 
 needs_kernel = pytest.mark.skipif(not available(), reason=f"no C kernel: {library.unavailable()}")
 
@@ -18,17 +19,65 @@ def weights(out: int, inputs: int, seed: int = 0) -> torch.Tensor:
 @needs_kernel
 @pytest.mark.parametrize("inputs", [576, 1536, 544, 96, 32])  # 544 and 96: a half block at the end
 def test_the_product_is_the_matrixs(inputs):
-    matrix = GroupedInt8Matrix(weights(37, inputs))
+    matrix = GroupedMatrix.quantized(weights(37, inputs))
     x = 3 * torch.randn(9, inputs, generator=torch.Generator().manual_seed(1))
     want = x.double() @ matrix.dequantized().double().T
     got = matrix.product(x).double()
     assert (got - want).abs().max() <= 1e-4 * want.abs().max()
 
 
+def random_layout(out: int, inputs: int, group: int, bits: int, seed: int = 0) -> tuple:
+    """u [out, in] below 2 ** bits, scales and offsets [out, in / group], as a GGUF's blocks give
+    them."""
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randint(0, 2**bits, (out, inputs), generator=generator, dtype=torch.uint8)
+    scales = 0.01 * torch.rand(out, inputs // group, generator=generator)
+    offsets = -0.05 * torch.rand(out, inputs // group, generator=generator)
+    return values, scales, offsets
+
+
+LAYOUTS = [(32, 8), (32, 4), (16, 8), (16, 4)]
+
+
+@pytest.mark.parametrize("group,bits", LAYOUTS)
+@pytest.mark.parametrize("out,inputs", [(37, 576), (16, 64), (5, 96)])
+def test_every_layout_holds_its_weights_in_row_order(group, bits, out, inputs):
+    values, scales, offsets = random_layout(out, inputs, group, bits)
+    matrix = GroupedMatrix(values, scales, offsets, bits)
+    assert (matrix.group, matrix.bits, matrix.shape) == (group, bits, (out, inputs))
+    want = values.float().unflatten(1, (-1, group)) * scales[..., None] + offsets[..., None]
+    assert torch.equal(matrix.dequantized(), want.flatten(1))
+    ids = torch.tensor([[4, 0]])
+    assert torch.equal(matrix.dequantized(ids), want.flatten(1)[ids])
+    assert matrix.nbytes == out * inputs * bits // 8 + 8 * out * inputs // group
+
+
+@needs_kernel
+@pytest.mark.parametrize("group,bits", LAYOUTS)
+@pytest.mark.parametrize("out,inputs", [(37, 576), (16, 64), (5, 96)])
+def test_every_layouts_product_is_the_matrixs_and_its_rows_stand_alone(group, bits, out, inputs):
+    matrix = GroupedMatrix(*random_layout(out, inputs, group, bits, seed=4), bits)
+    x = 3 * torch.randn(9, inputs, generator=torch.Generator().manual_seed(5))
+    want = x.double() @ matrix.dequantized().double().T
+    got = matrix.product(x).double()
+    assert (got - want).abs().max() <= 1e-4 * want.abs().max()
+    alone = torch.cat([matrix.product(row) for row in x.split(1)])
+    for rows in (2, 3, 4, 5, 9):
+        assert torch.equal(matrix.product(x[:rows]), alone[:rows])
+
+
+def test_a_layout_the_kernel_has_none_of_is_refused():
+    values, scales, offsets = random_layout(4, 64, 32, 8)
+    with pytest.raises(Unsupported, match="no grouped layout of 2 bits"):
+        GroupedMatrix(values, scales, offsets, bits=2)
+    with pytest.raises(Unsupported, match="in groups of 8"):
+        GroupedMatrix(values, scales.repeat(1, 4), offsets.repeat(1, 4), bits=8)
+
+
 @needs_kernel
 @pytest.mark.parametrize("inputs", [576, 544])
 def test_a_row_gets_the_same_bits_alone_or_in_a_batch(inputs):
-    matrix = GroupedInt8Matrix(weights(70, inputs, seed=2))
+    matrix = GroupedMatrix.quantized(weights(70, inputs, seed=2))
     x = torch.randn(25, inputs, generator=torch.Generator().manual_seed(3))
     alone = torch.cat([matrix.product(row) for row in x.split(1)])
     for rows in (2, 3, 4, 5, 8, 25):
@@ -41,7 +90,7 @@ def test_a_q8_0_group_is_held_exactly():
     steps[:2] = torch.tensor([127.0, -5.0])  # the group's largest |w| is 127 steps
     weight = (steps * 2.0**-7).reshape(2, 32)
     weight[1, 0] = -127 * 2.0**-7
-    matrix = GroupedInt8Matrix(weight)
+    matrix = GroupedMatrix.quantized(weight)
     assert torch.equal(matrix.dequantized(), weight)
     scales, offsets = matrix.group_scales, matrix.group_offsets
     assert torch.equal(offsets, -128 * scales)  # the symmetric grid: q = u - 128, no offset
@@ -49,7 +98,7 @@ def test_a_q8_0_group_is_held_exactly():
 
 def test_rows_come_back_by_index_as_the_embedding_takes_them():
     weight = weights(37, 64, seed=6)  # 37 outputs: the last block 5 wide
-    matrix, ids = GroupedInt8Matrix(weight), torch.tensor([[36, 0], [17, 17]])
+    matrix, ids = GroupedMatrix.quantized(weight), torch.tensor([[36, 0], [17, 17]])
     assert matrix.shape == (37, 64)
     assert torch.equal(matrix[ids], matrix.dequantized()[ids])
     assert (matrix[ids] - weight[ids]).abs().max() < 0.01 * weight.abs().max()
@@ -58,7 +107,7 @@ def test_rows_come_back_by_index_as_the_embedding_takes_them():
 def test_a_q4_1_group_is_held_to_float_rounding():
     levels = torch.arange(16, dtype=torch.float32).repeat(2)[torch.randperm(32)]
     weight = (0.0123 * levels + -0.071).reshape(1, 32)  # Q4_1: a scale and a minimum
-    matrix = GroupedInt8Matrix(weight)
+    matrix = GroupedMatrix.quantized(weight)
     assert (matrix.dequantized() - weight).abs().max() < 1e-6 * 0.0123 * 15
     symmetric_error = (
         (torch.round(weight / (weight.abs().max() / 127)) * weight.abs().max() / 127 - weight)
@@ -70,4 +119,4 @@ def test_a_q4_1_group_is_held_to_float_rounding():
 
 def test_inputs_must_come_in_groups():
     with pytest.raises(Unsupported, match="divisible by 32"):
-        GroupedInt8Matrix(weights(4, 40))
+        GroupedMatrix.quantized(weights(4, 40))

@@ -20,7 +20,7 @@ from pld_cli.runtime.clib import library
 from pld_cli.runtime.names import RuntimeName
 from pld_cli.runtime.native.quantized import grouped
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
-from pld_cli.runtime.native.quantized.grouped import GroupedInt8Matrix
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.quantize import (
     layer_matrix,
@@ -37,7 +37,7 @@ CPU_COSTS = [0.0] + [1.0 + 0.1 * (q - 1) for q in range(1, 20)]
 
 
 # The layer matrix of each scheme; both need pld's C kernels (the head is int8 in groups).
-MATRICES = [("int8", GroupedInt8Matrix), ("int4", Int4Matrix)]
+MATRICES = [("int8", GroupedMatrix), ("int4", Int4Matrix)]
 pytestmark = pytest.mark.skipif(not grouped.available(), reason=str(library.unavailable()))
 
 
@@ -162,7 +162,7 @@ def test_no_float_copy_stays_behind(scheme, matrix, monkeypatch):
     left = sum(p.nbytes for p in model.parameters())  # norms only: every matrix is freed
     assert left < 0.01 * float_bytes
     assert all(isinstance(layer.gate_up, matrix) for layer in weights.layers)
-    assert isinstance(weights.head, GroupedInt8Matrix) and isinstance(weights.embed, GroupedRows)
+    assert isinstance(weights.head, GroupedMatrix) and isinstance(weights.embed, GroupedRows)
     assert weight_bytes(weights) < 0.3 * float_bytes
 
 
