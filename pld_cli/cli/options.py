@@ -57,10 +57,11 @@ RUNTIME_HELP = (
     "else dynamic."
 )
 QUANTIZE_HELP = (
-    "Weights for pld's own forward (CPU). int8 in groups of 32 (pld's C kernels) or int4 in "
-    "groups of 32, quantized at load (once: the copy is cached); pld's output still equals "
-    "--no-pld's. auto: a GGUF's quantized blocks as int8 groups of 32, a float checkpoint as "
-    "float; float on a GPU. Never chosen from free memory: a model that does not fit is refused."
+    "Weights for pld's own forward (CPU). gguf: a GGUF's own blocks, each type held exactly in "
+    "pld's C kernels (4-bit types stay 4 bits); int8 or int4 in groups of 32: quantized at load "
+    "(once: the copy is cached); pld's output still equals --no-pld's. auto: a GGUF's own blocks, "
+    "a float checkpoint as float; float on a GPU. Never chosen from free memory: a model that does "
+    "not fit is refused."
 )
 SERVER_HELP = (
     "Decode on an OpenAI-compatible server (vLLM: its batching and n-gram drafting) instead of on "

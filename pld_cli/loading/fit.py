@@ -2,9 +2,9 @@
 chosen from the file, the device and pld's build alone (never from the memory free at launch, so
 the same command runs the same weights, and gives the same output, every time):
 
-- a GGUF on a CPU runs int8 in groups of 32 (pld's C kernels): its quantized blocks are groups of
-  32, held exactly (Q8_0) or to float32 rounding (Q4_1 and the other 4- and 5-bit types) by that
-  grid, so these are the file's own weights, read at a quarter of float32's bytes;
+- a GGUF on a CPU runs its own blocks (pld's C kernels): each type maps onto a grouped layout that
+  holds its weights bit for bit (loading/gguf_blocks.py), 4-bit types as nibbles, so these are the
+  file's own weights, read from the mapped file with no float copy made;
 - a float checkpoint runs as float, as it is, and so does everything on a GPU (the quantized
   kernels run on a CPU only, for now); `--quantize int8|int4` quantizes on request;
 - without pld's C kernels (no C compiler at install) a GGUF runs float32, and the reason says so;
@@ -26,6 +26,7 @@ from pld_cli.runtime.native.quantized.scheme import Scheme
 GIB = 2**30
 FIT = 0.9  # of the memory available: the rest for the KV cache, activations and the system
 # float32; int8 in groups with a float32 scale and offset per 32; int4's bfloat16 ones per 32
+# (a GGUF's own blocks: measured per tensor, loading/gguf_weights.py)
 BYTES_PER_PARAMETER = {None: 4.0, Scheme.INT8: 1.25, Scheme.INT4: 0.625}
 
 
@@ -50,22 +51,27 @@ def auto_choice(
         return Choice(None, "on a GPU a GGUF runs dequantized (quantized kernels: CPU only)")
     if kernels is not None:
         return Choice(None, f"a GGUF runs float32 here: pld's C kernels are missing ({kernels})")
-    return Choice(
-        Scheme.INT8, "a GGUF's quantized blocks run as int8 groups of 32 (--quantize auto)"
-    )
+    return Choice(Scheme.GGUF, "a GGUF runs its own blocks, each type exact (--quantize auto)")
 
 
 def refusal(parameters: int, scheme: Scheme | None, dtype_bytes: int, available: int) -> str | None:
     """Why a model of `parameters` weights does not fit `available` bytes under `scheme`, with
     the figure and what would fit; None where it fits."""
     per = BYTES_PER_PARAMETER[scheme] if scheme is not None else dtype_bytes
-    needed = parameters * per
-    if needed <= FIT * available:
+    too_large = oversize(parameters * per, available)
+    if too_large is None:
         return None
     smaller = [s for s in (Scheme.INT8, Scheme.INT4) if BYTES_PER_PARAMETER[s] < per]
     fitting = [s for s in smaller if parameters * BYTES_PER_PARAMETER[s] <= FIT * available]
     hint = f"; try --quantize {fitting[0]}" if fitting else "; no quantization pld has fits it"
-    return f"needs ~{needed / GIB:.1f} GiB, {available / GIB:.1f} GiB available{hint}"
+    return too_large + hint
+
+
+def oversize(needed: float, available: int) -> str | None:
+    """The figure, where `needed` bytes of weights do not fit `available` bytes; else None."""
+    if needed <= FIT * available:
+        return None
+    return f"needs ~{needed / GIB:.1f} GiB, {available / GIB:.1f} GiB available"
 
 
 def available_memory() -> int:

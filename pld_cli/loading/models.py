@@ -18,8 +18,15 @@ from pld_cli.loading.checkpoint import (
     empty_model,
     materializer,
 )
-from pld_cli.loading.fit import Choice, auto_choice, available_memory, refusal
-from pld_cli.loading.gguf import DEFAULT_MODEL, converted_gguf, default_gguf, gguf_type
+from pld_cli.loading.fit import Choice, auto_choice, available_memory, oversize, refusal
+from pld_cli.loading.gguf import (
+    DEFAULT_MODEL,
+    converted_gguf,
+    default_gguf,
+    gguf_metadata,
+    gguf_type,
+)
+from pld_cli.loading.gguf_weights import gguf_weights, weights_bytes
 from pld_cli.loading.quantized_copy import copy_path, load_copy, save_copy
 from pld_cli.loading.sources import check_source
 from pld_cli.runtime.clib import library
@@ -93,8 +100,11 @@ def resolve_dtype(dtype: str, device: str) -> str:
 def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) -> LoadedModel:
     device = resolve_device(spec.device)
     dtype = resolve_dtype(spec.dtype, device)
+    choice = choose_scheme(spec, device)
+    if choice.scheme is Scheme.GGUF:
+        return gguf_model(spec, device, dtype, choice, report)
     source, name = locate(spec, report)
-    choice = resolve_quantize(spec, source, name, device, dtype)
+    check_fits(spec, source, name, choice, dtype)
     scheme = choice.scheme
     weights = weights_label(scheme, dtype, gguf_file(spec))
     report(f"loading {name} ({device}, {weights})")
@@ -116,9 +126,42 @@ def load_model(spec: ModelSpec, report: Callable[[str], None] = lambda _: None) 
     return LoadedModel(model, tokenizer, name, device, dtype, weights, pool, choice.why)
 
 
+def gguf_model(
+    spec: ModelSpec, device: str, dtype: str, choice: Choice, report: Callable[[str], None]
+) -> LoadedModel:
+    """A GGUF's own blocks in pld's kernels (gguf_weights.py): its config and tokenizer from the
+    cache (read from its metadata once), its weights from the mapped file."""
+    path = gguf_file(spec)
+    if path is None:
+        raise PldError("--quantize gguf: -m must name a .gguf file", code=ExitStatus.USAGE)
+    if device != "cpu":
+        raise PldError("--quantize gguf: a GGUF's own blocks run on a CPU only (for now)")
+    name = DEFAULT_MODEL if spec.name is None else path.name
+    try:
+        too_large = oversize(weights_bytes(path), available_memory())
+        if too_large is not None:
+            raise PldError(f"{name} ({weights_label(Scheme.GGUF, dtype, path)}): {too_large}")
+        report(f"loading {name} ({device}, {weights_label(Scheme.GGUF, dtype, path)})")
+        folder = gguf_metadata(path)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = empty_model(folder, spec.trust_remote_code)
+        gguf_weights(model, path)
+    except Unsupported as why:
+        raise PldError(f"{name}: {why}; --quantize none runs it as float32") from None
+    except PldError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the GGUF reader trips on is the file's fault
+        raise PldError(f"{spec.name}: cannot read this GGUF file ({one_line(exc)})") from exc
+    pool = RuntimePool(model, spec.runtime)
+    label = weights_label(Scheme.GGUF, dtype, path)
+    return LoadedModel(model, tokenizer, name, device, dtype, label, pool, choice.why)
+
+
 def weights_label(scheme: Scheme | None, dtype: str, gguf: Path | None) -> str:
     """What the loading line, the bench and --json call the weights: their format here, and the
     GGUF's own type where they came from one."""
+    if scheme is Scheme.GGUF:
+        return f"the {gguf_type(gguf)} GGUF's own blocks"
     label = dtype if scheme is None else layout(scheme)
     return label if gguf is None else f"{label} from a {gguf_type(gguf)} GGUF"
 
@@ -156,9 +199,9 @@ def quantized_model(
     return model
 
 
-def resolve_quantize(spec: ModelSpec, source: str, name: str, device: str, dtype: str) -> Choice:
-    """The scheme the weights run in (None: float) and why: as asked, or auto's choice (fit.py);
-    PldError, with the figure, where the model would not fit this machine's memory."""
+def choose_scheme(spec: ModelSpec, device: str) -> Choice:
+    """The scheme the weights run in (None: float) and why: as asked, or auto's choice
+    (fit.py)."""
     missing = library.unavailable()
     if spec.quantize == "auto":
         choice = auto_choice(gguf_file(spec) is not None, device, missing, spec.runtime)
@@ -169,20 +212,24 @@ def resolve_quantize(spec: ModelSpec, source: str, name: str, device: str, dtype
             choice = Choice(Scheme(spec.quantize), f"--quantize {spec.quantize}")
         except ValueError:
             raise PldError(
-                f"--quantize {spec.quantize}: expected auto, none, int8 or int4",
+                f"--quantize {spec.quantize}: expected auto, none, gguf, int8 or int4",
                 code=ExitStatus.USAGE,
             ) from None
     if choice.scheme is not None and missing is not None:
         raise PldError(f"--quantize {choice.scheme}: pld's C kernels are not here ({missing})")
+    return choice
+
+
+def check_fits(spec: ModelSpec, source: str, name: str, choice: Choice, dtype: str) -> None:
+    """PldError, with the figure, where the model would not fit this machine's memory."""
     try:
         parameters = Checkpoint(checkpoint_folder(source, spec.revision)).parameters()
     except Unreadable:
-        return choice  # its size is unknown before loading
+        return  # its size is unknown before loading
     size = DTYPES[dtype].itemsize
     why_not = refusal(parameters, choice.scheme, size, available_memory())
     if why_not is not None:
         raise PldError(f"{name} ({weights_label(choice.scheme, dtype, None)}): {why_not}")
-    return choice
 
 
 def gguf_file(spec: ModelSpec) -> Path | None:

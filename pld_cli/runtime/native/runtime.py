@@ -33,7 +33,7 @@ from pld_cli.runtime.native.model import (
     rotate,
     sliding_window,
 )
-from pld_cli.runtime.native.quantized.quantize import layout
+from pld_cli.runtime.native.quantized.quantize import layouts
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 
@@ -107,7 +107,7 @@ class NativeRuntime:
         verify pass, and why pld's C library does not where it does not."""
         if self.scheme is None:
             return [f"kernels: {self.keys.dtype} matmul ({' or '.join(self.paths) or 'plain'})"]
-        layers, variant = f"layers {layout(self.scheme)}", library.variant()
+        layers, variant = f"layers {layouts(self.weights)}", library.variant()
         if self.decoder is not None:
             path = f"each decode or verify pass in one call of pld's C kernels ({variant})"
         elif self.row_kernel:

@@ -16,6 +16,7 @@ the native runtime's only.
 from __future__ import annotations
 
 import ctypes
+from collections import Counter
 from collections.abc import Callable
 
 import torch
@@ -88,8 +89,23 @@ def layer_matrix(scheme: Scheme) -> type[Int4Matrix | GroupedMatrix]:
 
 
 def layout(scheme: Scheme) -> str:
-    """The layers' format under `scheme`, as a user reads it in a label."""
+    """The layers' format under `scheme` (int8 or int4), as a user reads it in a label."""
     return f"{scheme} in groups of {GROUP}"
+
+
+def layouts(weights: NativeWeights) -> str:
+    """The layer matrices' formats and how many of each, as --verbose lists them: 4-bit in
+    groups of 32 (60), 8-bit in groups of 16 (30)."""
+    kinds = Counter(kind(getattr(layer, name)) for layer in weights.layers for name in MATRICES)
+    return ", ".join(f"{what} ({count})" for what, count in kinds.items())
+
+
+def kind(matrix) -> str:
+    if isinstance(matrix, GroupedMatrix):
+        return f"{matrix.bits}-bit in groups of {matrix.group}"
+    if isinstance(matrix, Int4Matrix):
+        return layout(Scheme.INT4)
+    return str(matrix.dtype).removeprefix("torch.")
 
 
 def mark(model: PreTrainedModel, weights: NativeWeights, scheme: Scheme) -> None:

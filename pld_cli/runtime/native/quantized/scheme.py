@@ -20,6 +20,7 @@ class Scheme(str, Enum):
 
     INT8 = "int8"  # int8 in groups of 32 through pld's C kernels
     INT4 = "int4"  # int4 in groups of 32 through torch's kernel
+    GGUF = "gguf"  # a GGUF's own blocks, each type in its exact layout, through pld's C kernels
 
     def __str__(self) -> str:
         return self.value

@@ -62,13 +62,19 @@ def restore(
     head = take(state, "head", GroupedMatrix, dtype)
     embed = take(state, "embed", GroupedMatrix if head is None else GroupedRows, dtype)
     head = head or embed
+    emptied(model)
+    weights = NativeWeights(embed, layers, state["norm"], head, **shape(model))
+    mark(model, weights, scheme)
+    return weights
+
+
+def emptied(model: PreTrainedModel) -> None:
+    """The model's parameters (on the meta device) made empty CPU tensors, as quantize_model
+    leaves them: its native weights are held elsewhere."""
     for module in model.modules():
         for name, parameter in list(module.named_parameters(recurse=False)):
             empty = torch.empty(0, dtype=parameter.dtype)
             module._parameters[name] = torch.nn.Parameter(empty, requires_grad=False)
-    weights = NativeWeights(embed, layers, state["norm"], head, **shape(model))
-    mark(model, weights, scheme)
-    return weights
 
 
 def take(state: dict, name: str, matrix: type | None, dtype: torch.dtype):

@@ -1,0 +1,138 @@
+"""A GGUF's weights straight into pld's native forward: each tensor's blocks, read from the
+memory-mapped file, become a grouped matrix in its own exact layout (gguf_blocks.py); no float
+copy of a quantized tensor is made, in memory or on disk. Norms, biases and float tensors (F32,
+F16, BF16) stay float32.
+
+The model object around them is built from the GGUF's config on the meta device (its parameters
+left empty, as a quantized load leaves them): the native runtime runs on these weights alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from gguf import quants
+from transformers import PreTrainedModel
+
+from pld_cli.errors import Unsupported
+from pld_cli.loading.gguf_blocks import FLOATS, Blocks, blocks, layout_bytes, stacked
+from pld_cli.loading.gguf_file import GGUFFile
+from pld_cli.runtime.native.model import (
+    COVERED,
+    Layer,
+    LayerMatrix,
+    NativeWeights,
+    check_covered,
+    shape,
+)
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+from pld_cli.runtime.native.quantized.quantize import mark, require_kernels
+from pld_cli.runtime.native.quantized.scheme import Scheme
+from pld_cli.runtime.native.quantized.state import emptied
+
+PERMUTED = ("llama",)  # llama.cpp's converter interleaves q/k rows for these architectures
+
+
+class GGUFTensors:
+    """A GGUF file's tensors by name, read lazily from the mapped file."""
+
+    def __init__(self, path: Path) -> None:
+        file = GGUFFile(path)
+        self.tensors = file.tensors
+        self.architecture = file.metadata.get("general.architecture", "")
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    def vector(self, name: str) -> torch.Tensor | None:
+        """A float tensor (a norm, a bias) as float32; None where the file has none."""
+        tensor = self.tensors.get(name)
+        if tensor is None:
+            return None
+        return torch.from_numpy(quants.dequantize(tensor.data, tensor.type).copy()).flatten()
+
+    def matrix(self, name: str) -> Blocks | torch.Tensor:
+        """A matrix [out, in]: its blocks, or float32 where the file keeps it as floats."""
+        tensor = self.tensors[name]
+        inputs, rows = (int(n) for n in tensor.shape[:2])
+        if tensor.type in FLOATS:
+            return self.vector(name).reshape(rows, inputs)
+        return blocks(tensor.data, tensor.type, rows, inputs)
+
+
+def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
+    """The GGUF's weights as `model`'s native weights (model: built on the meta device from the
+    GGUF's config); Unsupported where the native forward or the kernels do not cover it."""
+    require_kernels(Scheme.GGUF)
+    if type(model).__name__ not in COVERED:
+        raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
+    file = GGUFTensors(path)
+    config = model.config
+    permute = file.architecture in PERMUTED
+    layers = [gguf_layer(file, i, config, permute) for i in range(config.num_hidden_layers)]
+    embed = grouped(file.matrix("token_embd.weight"))
+    head = grouped(file.matrix("output.weight")) if "output.weight" in file else embed
+    emptied(model)
+    check_covered(model)
+    weights = NativeWeights(embed, layers, file.vector("output_norm.weight"), head, **shape(model))
+    mark(model, weights, Scheme.GGUF)
+    return weights
+
+
+def gguf_layer(file: GGUFTensors, i: int, config, permute: bool) -> Layer:
+    """Layer i's tensors, q/k/v and gate/up stacked, q/k rows in transformers' order."""
+    prefix = f"blk.{i}."
+    q, k, v = (file.matrix(f"{prefix}attn_{x}.weight") for x in "qkv")
+    if permute:
+        q = unpermuted(q, config.num_attention_heads)
+        k = unpermuted(k, config.num_key_value_heads)
+    biases = [file.vector(f"{prefix}attn_{x}.bias") for x in "qkv"]
+    return Layer(
+        attention_norm=file.vector(f"{prefix}attn_norm.weight"),
+        qkv=fused([q, k, v]),
+        qkv_bias=None if biases[0] is None else torch.cat(biases),
+        q_norm=file.vector(f"{prefix}attn_q_norm.weight"),
+        k_norm=file.vector(f"{prefix}attn_k_norm.weight"),
+        out=grouped(file.matrix(f"{prefix}attn_output.weight")),
+        out_bias=file.vector(f"{prefix}attn_output.bias"),
+        mlp_norm=file.vector(f"{prefix}ffn_norm.weight"),
+        gate_up=fused([file.matrix(f"{prefix}ffn_{x}.weight") for x in ("gate", "up")]),
+        gate_up_bias=None,
+        down=grouped(file.matrix(f"{prefix}ffn_down.weight")),
+        down_bias=file.vector(f"{prefix}ffn_down.bias"),
+    )
+
+
+def unpermuted(matrix: Blocks | torch.Tensor, heads: int) -> Blocks | torch.Tensor:
+    """q or k rows back in transformers' order: llama.cpp's converter interleaves each head's
+    two rotary halves (as transformers' GGUF loader reverses it, row by row)."""
+    rows = matrix.values.shape[0] if isinstance(matrix, Blocks) else matrix.shape[0]
+    order = torch.arange(rows).reshape(heads, rows // heads // 2, 2).transpose(1, 2).flatten()
+    if isinstance(matrix, torch.Tensor):
+        return matrix[order]
+    parts = (matrix.values[order], matrix.scales[order], matrix.offsets[order])
+    return Blocks(*parts, matrix.bits)
+
+
+def fused(parts: list[Blocks | torch.Tensor]) -> LayerMatrix:
+    """Matrices over one input, one under the other: grouped where all are quantized, else
+    float32 (the quantized ones dequantized exactly)."""
+    if all(isinstance(part, Blocks) for part in parts):
+        return grouped(stacked(parts))
+    return torch.cat(
+        [grouped(part).dequantized() if isinstance(part, Blocks) else part for part in parts]
+    )
+
+
+def grouped(matrix: Blocks | torch.Tensor) -> LayerMatrix:
+    if isinstance(matrix, torch.Tensor):
+        return matrix
+    return GroupedMatrix(matrix.values, matrix.scales, matrix.offsets, matrix.bits)
+
+
+def weights_bytes(path: Path) -> int:
+    """Bytes the file's weights take in pld's layouts, for the memory check before loading."""
+    tensors = GGUFFile(path).tensors.values()
+    return sum(layout_bytes(t.type, int(np.prod(t.shape))) for t in tensors)
