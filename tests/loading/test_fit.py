@@ -1,4 +1,4 @@
-"""--quantize auto: a GGUF runs int8 in groups on a CPU, a float checkpoint as float, whatever the
+"""--quantize auto: a GGUF runs its own blocks on a CPU, a float checkpoint as float, whatever the
 memory free; a model that does not fit is refused with the figure."""
 
 import pytest
@@ -15,7 +15,7 @@ from pld_cli.runtime.native.quantized.scheme import Scheme
 @pytest.mark.parametrize(
     "gguf,device,kernels,scheme",
     [
-        (True, "cpu", None, Scheme.INT8),  # the default model: its own blocks, pld's kernels
+        (True, "cpu", None, Scheme.GGUF),  # the default model: its own blocks, pld's kernels
         (False, "cpu", None, None),  # a float checkpoint, as it is
         (True, "cuda", None, None),
         (True, "cpu", "not built when pld was installed", None),
@@ -55,3 +55,17 @@ def test_too_little_memory_refuses_before_loading(monkeypatch, tiny_model_dir):
 def test_a_transformers_runtime_asked_for_runs_float_weights():
     choice = auto_choice(True, "cpu", None, RuntimeName.STATIC)
     assert choice.scheme is None and "--runtime static" in choice.why
+
+
+@pytest.mark.parametrize("available", [10**12, 10**9])
+def test_a_ggufs_choice_does_not_follow_the_memory_free(monkeypatch, available):
+    monkeypatch.setattr(models, "available_memory", lambda: available)
+    loaded = load_model(ModelSpec(device="cpu"))  # the default model, 135M: fits both
+    assert scheme_of(loaded.model) is Scheme.GGUF and "own blocks" in loaded.why
+
+
+def test_a_gguf_too_large_refuses_before_loading(monkeypatch):
+    monkeypatch.setattr(models, "available_memory", lambda: 10**7)
+    monkeypatch.setattr(models, "gguf_weights", lambda *_: pytest.fail("loaded"))
+    with pytest.raises(PldError, match=r"GGUF's own blocks\): needs ~0\.\d GiB, 0\.0 GiB"):
+        load_model(ModelSpec(device="cpu"))

@@ -40,6 +40,11 @@ from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedMatrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
+QUANTIZERS = (
+    Scheme.INT8,
+    Scheme.INT4,
+)  # what quantize_model makes of float weights (GGUF: a file's)
+
 
 def quantize_model(
     model: PreTrainedModel,
@@ -51,6 +56,8 @@ def quantize_model(
     then on the embedding, norm and head, before they are read (for a model built on the meta
     device). Unsupported where the native forward does not cover the model."""
     scheme = Scheme(scheme)
+    if scheme not in QUANTIZERS:
+        raise Unsupported(f"--quantize {scheme} takes a .gguf file's own blocks, not float weights")
     require_kernels(scheme)
     if type(model).__name__ not in COVERED:
         raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")

@@ -23,11 +23,11 @@ from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.quantize import (
+    QUANTIZERS,
     layer_matrix,
     quantize_model,
     weight_bytes,
 )
-from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.runtime import NativeRuntime
 from pld_cli.runtime.opening import RuntimePool
 from pld_cli.tasks.pipeline import run_task
@@ -66,7 +66,7 @@ def decode(model, prompt, config, costs=None):
     return tokens, stats
 
 
-@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("scheme", QUANTIZERS)
 @pytest.mark.parametrize("draft,costs", [("fixed", None), ("adaptive", CPU_COSTS)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_quantized_pld_equals_plain(seed, draft, costs, scheme):
@@ -80,7 +80,7 @@ def test_quantized_pld_equals_plain(seed, draft, costs, scheme):
 
 # pld's C attention, or sdpa row by row (where the C kernel does not take the head size)
 @pytest.mark.parametrize("c_attention", [True, False])
-@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("scheme", QUANTIZERS)
 def test_a_pass_over_q_positions_gives_each_row_what_a_pass_over_one_gives(
     scheme, c_attention, monkeypatch
 ):
@@ -188,7 +188,7 @@ def test_uncovered_families_are_refused_before_anything_is_quantized():
     assert model.transformer.wte.weight.numel() > 0
 
 
-@pytest.mark.parametrize("scheme", list(Scheme))
+@pytest.mark.parametrize("scheme", QUANTIZERS)
 def test_the_command_line_quantizes_and_pld_equals_no_pld(pld, copying_model_dir, tmp_path, scheme):
     source = tmp_path / "a.py"
     source.write_text(COPY_SOURCE)
