@@ -8,6 +8,7 @@ import pytest
 import torch
 from conftest import repetitive_prompt
 from gguf import GGMLQuantizationType, GGUFWriter, quants
+from test_gguf_blocks import random_blocks
 from transformers import LlamaConfig
 from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
@@ -19,7 +20,6 @@ from pld_cli.loading.gguf_file import GGUFFile
 from pld_cli.loading.gguf_weights import gguf_weights, weights_bytes
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.runtime import NativeRuntime
-from test_gguf_blocks import random_blocks
 
 Q = GGMLQuantizationType
 CONFIG = dict(
