@@ -9,6 +9,7 @@ those (the layout: ggml's docs/gguf.md).
 
 from __future__ import annotations
 
+import mmap
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ class Tensor:
     shape: tuple[int, ...]  # ggml's order: the row length first
     type: GGMLQuantizationType
     data: np.ndarray  # [rows, bytes per row] of the mapped file (floats: [rows, row length])
+    start: int  # where its bytes lie in the file
 
 
 class GGUFFile:
@@ -47,8 +49,10 @@ class GGUFFile:
     (by name), each tensor's data a view of the mapped file."""
 
     def __init__(self, path: Path) -> None:
-        self.mapped = np.memmap(path, dtype=np.uint8, mode="r")
-        self.view, self.at = memoryview(self.mapped), 0
+        with open(path, "rb") as file:
+            self.map = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        self.mapped = np.frombuffer(self.map, dtype=np.uint8)
+        self.view, self.at = memoryview(self.map), 0
         if bytes(self.view[:4]) != b"GGUF":
             raise ValueError("not a GGUF file")
         self.at = 8  # the magic and the version
@@ -107,4 +111,13 @@ class GGUFFile:
             data = data.view(np.float32)
         elif kind is GGMLQuantizationType.F16:
             data = data.view(np.float16)
-        return Tensor(name, tuple(shape), kind, data)
+        return Tensor(name, tuple(shape), kind, data, start + offset)
+
+    def release(self, tensor: Tensor) -> None:
+        """Drops the tensor's pages from this process's memory once its bytes have been copied
+        (a later read maps them again), so a load's peak holds pld's layout, not the file too."""
+        page = mmap.PAGESIZE
+        first = tensor.start // page * page
+        end = tensor.start + tensor.data.nbytes
+        if hasattr(mmap, "MADV_DONTNEED"):  # Linux, macOS
+            self.map.madvise(mmap.MADV_DONTNEED, first, end - first)

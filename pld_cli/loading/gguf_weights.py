@@ -28,7 +28,7 @@ from pld_cli.runtime.native.model import (
     shape,
 )
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
-from pld_cli.runtime.native.quantized.quantize import mark, require_kernels
+from pld_cli.runtime.native.quantized.quantize import mark, require_kernels, trim_heap
 from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import emptied
 
@@ -39,9 +39,9 @@ class GGUFTensors:
     """A GGUF file's tensors by name, read lazily from the mapped file."""
 
     def __init__(self, path: Path) -> None:
-        file = GGUFFile(path)
-        self.tensors = file.tensors
-        self.architecture = file.metadata.get("general.architecture", "")
+        self.file = GGUFFile(path)
+        self.tensors = self.file.tensors
+        self.architecture = self.file.metadata.get("general.architecture", "")
 
     def __contains__(self, name: str) -> bool:
         return name in self.tensors
@@ -51,7 +51,9 @@ class GGUFTensors:
         tensor = self.tensors.get(name)
         if tensor is None:
             return None
-        return torch.from_numpy(quants.dequantize(tensor.data, tensor.type).copy()).flatten()
+        vector = torch.from_numpy(quants.dequantize(tensor.data, tensor.type).copy())
+        self.file.release(tensor)
+        return vector.flatten()
 
     def matrix(self, name: str) -> Blocks | torch.Tensor:
         """A matrix [out, in]: its blocks, or float32 where the file keeps it as floats."""
@@ -59,7 +61,9 @@ class GGUFTensors:
         inputs, rows = (int(n) for n in tensor.shape[:2])
         if tensor.type in FLOATS:
             return self.vector(name).reshape(rows, inputs)
-        return blocks(tensor.data, tensor.type, rows, inputs)
+        found = blocks(tensor.data, tensor.type, rows, inputs)
+        self.file.release(tensor)
+        return found
 
 
 def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
@@ -78,6 +82,7 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     check_covered(model)
     weights = NativeWeights(embed, layers, file.vector("output_norm.weight"), head, **shape(model))
     mark(model, weights, Scheme.GGUF)
+    trim_heap()  # the per-tensor temporaries, handed back
     return weights
 
 

@@ -119,6 +119,27 @@ class GroupedMatrix(RowKernel):
     def nbytes(self) -> int:
         return self.values.nbytes + self.group_scales.nbytes + self.group_offsets.nbytes
 
+    def computes_rowwise(self) -> bool:
+        """RowKernel's check, on the first block of outputs and the narrower last one: the kernel
+        runs each block alone in the same code whatever the matrix's size, so these are all the
+        paths a row can take (checking a 49152-row head whole took seconds per load)."""
+        whole = (self.shape[0] // BLOCK) * BLOCK
+        tail = [(whole, self.shape[0])] if 0 < whole < self.shape[0] else []
+        parts = [(0, min(BLOCK, self.shape[0])), *tail]
+        return all(RowKernel.computes_rowwise(self.outputs(*part)) for part in parts)
+
+    def outputs(self, start: int, stop: int) -> GroupedMatrix:
+        """Outputs start..stop-1 (start a multiple of BLOCK; stop too, or the last output) as a
+        matrix sharing this one's memory: the blocks are stored one after another."""
+        part = GroupedMatrix.__new__(GroupedMatrix)
+        part.values = self.values[start:stop]
+        part.group_scales, part.group_offsets = (
+            self.group_scales[start:stop],
+            self.group_offsets[start:stop],
+        )
+        part.layout, part.device, part.dtype = self.layout, self.device, self.dtype
+        return part
+
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows of the matrix in its source's dtype [n, in]: the embedding lookup of a tied head."""
         return self.dequantized(rows).to(self.dtype)
@@ -140,8 +161,11 @@ class GroupedMatrix(RowKernel):
 def blocked(matrix: torch.Tensor) -> torch.Tensor:
     """[out, n, k] in the kernel's order: per block of BLOCK outputs (the last narrower), [n,
     width, k]; returned as [out, n * k]."""
-    blocks = [part.transpose(0, 1).flatten() for part in matrix.split(BLOCK)]
-    return torch.cat(blocks).view(matrix.shape[0], -1)
+    out, n, k = matrix.shape
+    whole = out // BLOCK * BLOCK
+    blocks = matrix[:whole].reshape(-1, BLOCK, n, k).transpose(1, 2).flatten()
+    tail = matrix[whole:].transpose(0, 1).flatten()
+    return torch.cat([blocks, tail]).view(out, -1)
 
 
 def kernel_order(rows: torch.Tensor, shape: torch.Size, k: int) -> torch.Tensor:

@@ -120,3 +120,14 @@ def test_a_q4_1_group_is_held_to_float_rounding():
 def test_inputs_must_come_in_groups():
     with pytest.raises(Unsupported, match="divisible by 32"):
         GroupedMatrix.quantized(weights(4, 40))
+
+
+@needs_kernel
+@pytest.mark.parametrize("out", [37, 16, 5])
+def test_a_block_of_outputs_is_the_matrixs_own(out):
+    matrix = GroupedMatrix(*random_layout(out, 96, 16, 4, seed=8), 4)
+    x = torch.randn(3, 96, generator=torch.Generator().manual_seed(9))
+    whole = (out // 16) * 16
+    for start, stop in [(0, min(16, out)), (whole, out)][: 2 if 0 < whole < out else 1]:
+        assert torch.equal(matrix.outputs(start, stop).product(x), matrix.product(x)[:, start:stop])
+    assert matrix.computes_rowwise()
