@@ -96,7 +96,7 @@ def main() -> None:
     floor = pld["pass_bytes"] / pld["bandwidth"]
     t = {int(q): v for q, v in pld["t"].items()}
     print(
-        f"| file | side | load s | peak RSS GB (x file) | disk GB | t(1) ms | t(4) ms | t(16) ms |"
+        "| file | side | load s | peak RSS GB (x file) | disk GB | t(1) ms | t(4) ms | t(16) ms |"
     )
     print("|---|---|---|---|---|---|---|---|")
     gb = 1e9

@@ -202,9 +202,10 @@ def test_the_command_line_quantizes_and_pld_equals_no_pld(pld, copying_model_dir
     assert 0 < result["stats"]["accepted_tokens"] < result["stats"]["drafted_tokens"]
 
 
-@pytest.fixture(scope="module")
-def quantized_default_model() -> LoadedModel:
-    return load_model(ModelSpec(device="cpu", dtype="float32", quantize="int8"))
+@pytest.fixture(scope="module", params=["int8", "gguf"])
+def quantized_default_model(request) -> LoadedModel:
+    """The default model re-quantized to int8 groups, and as its GGUF's own blocks (auto's)."""
+    return load_model(ModelSpec(device="cpu", dtype="float32", quantize=request.param))
 
 
 @pytest.mark.slow
