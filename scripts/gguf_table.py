@@ -23,7 +23,8 @@ import torch
 torch.set_num_threads(int(sys.argv[2]))
 from pld_cli.cache import cache_dir
 def size(folder):
-    return sum(f.stat().st_size for f in Path(folder).rglob("*") if f.is_file()) if Path(folder).exists() else 0
+    files = Path(folder).rglob("*") if Path(folder).exists() else []
+    return sum(f.stat().st_size for f in files if f.is_file())
 before = size(cache_dir())
 start = time.perf_counter()
 from pld_cli.loading.models import ModelSpec, load_model
