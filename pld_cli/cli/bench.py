@@ -22,7 +22,7 @@ HF_QUANTIZED = (
 )
 HF_FLOAT = (
     "--quantize auto: float weights, which transformers' generate() (hf-greedy, hf-pld) needs, "
-    "so every method runs on the same weights (--methods greedy,pld for the default int8 path)"
+    "so every method runs on the same weights (--methods greedy,pld for a GGUF's own blocks)"
 )
 # Help too long for one line: its first sentence (or clause) is the option's line under -h.
 METHODS_HELP = (

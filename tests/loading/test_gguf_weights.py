@@ -10,7 +10,6 @@ from conftest import repetitive_prompt
 from gguf import GGMLQuantizationType, GGUFWriter, quants
 from test_gguf_blocks import random_blocks
 from transformers import LlamaConfig
-from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
@@ -48,6 +47,13 @@ def blocks_of(qtype, rows: int, inputs: int, seed: int) -> np.ndarray:
     return random_blocks(qtype, rows, inputs, seed)
 
 
+def unpermuting(rows: int, heads: int) -> torch.Tensor:
+    """The row order that undoes llama.cpp's converter (convert_hf_to_gguf.py's permute: each
+    head's rows [2, d / 2] stored as [d / 2, 2]), found by applying that permute to row numbers."""
+    permuted = torch.arange(rows).reshape(heads, 2, rows // heads // 2).swapaxes(1, 2).flatten()
+    return torch.argsort(permuted)
+
+
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
     """(path of the GGUF, config folder, expected float weights by transformers' name)"""
@@ -56,15 +62,15 @@ def written(tmp_path_factory):
     config.save_pretrained(folder)
     writer = GGUFWriter(folder / "tiny.gguf", "llama")
     expected, seed = {}, 0
-    processor = LlamaTensorProcessor(config=config.to_dict())
 
     def add(name: str, qtype, rows: int, inputs: int, hf_name: str) -> None:
         nonlocal seed
         seed += 1
         raw = blocks_of(qtype, rows, inputs, seed)
         writer.add_tensor(name, raw, raw_dtype=qtype)
-        floats = quants.dequantize(raw, qtype)
-        expected[hf_name] = torch.from_numpy(processor.process(floats, name).weights.copy())
+        floats = torch.from_numpy(quants.dequantize(raw, qtype).copy())
+        heads = 4 if ".attn_q." in name else 2 if ".attn_k." in name else None
+        expected[hf_name] = floats if heads is None else floats[unpermuting(len(floats), heads)]
 
     def add_float(name: str, shape: tuple, hf_name: str) -> None:
         values = 1 + 0.1 * np.random.default_rng(len(expected)).normal(size=shape)
