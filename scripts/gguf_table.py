@@ -1,7 +1,8 @@
 """Issue 34's tables for one GGUF: pld (its own blocks) beside llama.cpp (llama-cpp-python, same
 threads) on the same file, each in a fresh process: load time, peak RSS and disk written; the
 per-pass cost t(q) for q = 1, 4, 16 against llama.cpp's time per token and per 16-token batch; and
-the read-bandwidth floor (bytes a pass reads / this machine's copy bandwidth, measured here).
+the read-bandwidth floor (bytes a pass reads / this machine's copy speed, as pld's calibration
+measures it, here).
 
     .venv/bin/python scripts/gguf_table.py FILE.gguf --llama-python /work/llama-venv/bin/python
 
@@ -46,10 +47,8 @@ for q in (1, 4, 16):
         times.append(time.perf_counter() - t0)
         runtime.rollback(64)
     costs[q] = statistics.median(times[2:])
-big = torch.empty(2**28, dtype=torch.uint8); big.fill_(1); other = torch.empty_like(big)
-t0 = time.perf_counter()
-for _ in range(5): other.copy_(big)
-bandwidth = 2 * 5 * big.numel() / (time.perf_counter() - t0)
+from pld_cli.runtime.calibration.costs import copy_speed
+bandwidth = copy_speed()
 print(json.dumps(dict(load_s=took, rss=rss, disk=size(cache_dir()) - before, t=costs,
     pass_bytes=weight_bytes(native_weights(loaded.model)), bandwidth=bandwidth,
     weights=loaded.weights, runtime=runtime.name)))

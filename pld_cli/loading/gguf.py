@@ -46,7 +46,7 @@ def gguf_type(path: Path) -> str:
     """The quantization a GGUF file declares (general.file_type) as llama.cpp names it: Q4_K_M,
     Q8_0, F16; "GGUF" where the file does not say."""
     try:
-        name = LlamaFileType(int(GGUFFile(path).metadata["general.file_type"])).name
+        name = LlamaFileType(int(GGUFFile.opened(path).metadata["general.file_type"])).name
     except Exception:  # noqa: BLE001 - an unreadable or unusual header: the label only
         return "GGUF"
     return name.split("_", 1)[1]  # MOSTLY_Q4_K_M, ALL_F32

@@ -12,6 +12,7 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,12 @@ class GGUFFile:
         start = -(-self.at // alignment) * alignment
         self.tensors = {name: self.tensor(name, *info, start) for name, *info in infos}
 
+    @staticmethod
+    def opened(path: Path) -> GGUFFile:
+        """The file's header, read once per version of the file (a load asks for it 3 times)."""
+        stat = Path(path).stat()
+        return _opened(Path(path).resolve(), stat.st_size, stat.st_mtime_ns)
+
     def read(self, fmt: str) -> tuple:
         values = struct.unpack_from("<" + fmt, self.view, self.at)
         self.at += struct.calcsize("<" + fmt)
@@ -121,3 +128,8 @@ class GGUFFile:
         end = tensor.start + tensor.data.nbytes
         if hasattr(mmap, "MADV_DONTNEED"):  # Linux, macOS
             self.map.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+
+@lru_cache(maxsize=2)
+def _opened(path: Path, size: int, mtime_ns: int) -> GGUFFile:
+    return GGUFFile(path)

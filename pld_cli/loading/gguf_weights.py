@@ -9,6 +9,7 @@ left empty, as a quantized load leaves them): the native runtime runs on these w
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +34,7 @@ from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import emptied
 
 PERMUTED = ("llama",)  # llama.cpp's converter interleaves q/k rows for these architectures
+LOADERS = 2  # layers decoded at once: numpy and torch let go of the GIL in their large operations
 
 
 class GGUFTensors:
@@ -75,7 +77,12 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     file = GGUFTensors(path)
     config = model.config
     permute = file.architecture in PERMUTED
-    layers = [gguf_layer(file, i, config, permute) for i in range(config.num_hidden_layers)]
+    with ThreadPoolExecutor(max(1, min(LOADERS, torch.get_num_threads()))) as pool:
+        layers = list(
+            pool.map(
+                lambda i: gguf_layer(file, i, config, permute), range(config.num_hidden_layers)
+            )
+        )
     embed = grouped(file.matrix("token_embd.weight"))
     head = grouped(file.matrix("output.weight")) if "output.weight" in file else embed
     emptied(model)
@@ -139,5 +146,5 @@ def grouped(matrix: Blocks | torch.Tensor) -> LayerMatrix:
 
 def weights_bytes(path: Path) -> int:
     """Bytes the file's weights take in pld's layouts, for the memory check before loading."""
-    tensors = GGUFFile(path).tensors.values()
+    tensors = GGUFFile.opened(path).tensors.values()
     return sum(layout_bytes(t.type, int(np.prod(t.shape))) for t in tensors)

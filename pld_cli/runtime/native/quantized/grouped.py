@@ -163,9 +163,11 @@ def blocked(matrix: torch.Tensor) -> torch.Tensor:
     width, k]; returned as [out, n * k]."""
     out, n, k = matrix.shape
     whole = out // BLOCK * BLOCK
-    blocks = matrix[:whole].reshape(-1, BLOCK, n, k).transpose(1, 2).flatten()
+    blocks = matrix[:whole].reshape(-1, BLOCK, n, k).transpose(1, 2)
+    if whole == out:
+        return blocks.reshape(out, -1)  # one copy, the transpose made contiguous
     tail = matrix[whole:].transpose(0, 1).flatten()
-    return torch.cat([blocks, tail]).view(out, -1)
+    return torch.cat([blocks.flatten(), tail]).view(out, -1)
 
 
 def kernel_order(rows: torch.Tensor, shape: torch.Size, k: int) -> torch.Tensor:
