@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import sys
 
@@ -19,7 +18,7 @@ from pld_cli.bench.results import BenchReport, ItemResult, MethodResult
 from pld_cli.cli.app import main
 from pld_cli.core.config import SamplingConfig
 from pld_cli.errors import PldError
-from pld_cli.loading.fit import auto_choice
+from pld_cli.loading.gguf import default_gguf
 from pld_cli.tasks.prompts import Task
 
 METHOD_KEYS = {
@@ -399,15 +398,18 @@ def test_concurrency_needs_a_server(tiny_model_dir, corpus, capsys):
 
 
 @pytest.mark.parametrize(
-    "methods,weights", [("hf-greedy,greedy,pld", "float32"), ("greedy,pld", "int8 in groups of 32")]
+    "methods,weights",
+    [
+        ("hf-greedy,greedy,pld", "float32 from a Q4_1 GGUF"),
+        ("greedy,pld", "the Q4_1 GGUF's own blocks"),
+    ],
 )
 def test_a_gguf_runs_float_only_where_transformers_methods_are_benched(
-    tiny_model_dir, corpus, capsys, monkeypatch, methods, weights
+    corpus, capsys, methods, weights
 ):
-    # The tiny model as if it came from a GGUF: auto runs a GGUF as int8 in groups, but
-    # transformers' generate() needs float weights, so with hf- methods every method runs float.
-    as_gguf = functools.partial(auto_choice, True)
-    monkeypatch.setattr("pld_cli.loading.models.auto_choice", lambda _, *rest: as_gguf(*rest))
-    code, data, err = bench_json(tiny_model_dir, corpus, capsys, "--methods", methods)
+    # auto runs a GGUF's own blocks, but transformers' generate() needs float weights, so with
+    # hf- methods every method runs float.
+    gguf = str(default_gguf())
+    code, data, err = bench_json(gguf, corpus, capsys, "--methods", methods)
     assert code == 0, err
-    assert data["weights"].startswith(weights)
+    assert data["weights"] == weights
