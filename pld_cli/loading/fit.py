@@ -39,10 +39,15 @@ class Choice:
 
 
 def auto_choice(
-    gguf: bool, device: str, kernels: str | None, runtime: RuntimeName | None = None
+    gguf: bool,
+    device: str,
+    kernels: str | None,
+    runtime: RuntimeName | None = None,
+    blocks: str | None = None,
 ) -> Choice:
     """auto's choice for a model from a GGUF (else a float checkpoint) on `device`; `kernels`:
-    why pld's C kernels are missing, None where they are here; `runtime`: the one asked for."""
+    why pld's C kernels are missing, None where they are here; `runtime`: the one asked for;
+    `blocks`: why the GGUF's own blocks cannot run in them (gguf_weights.blocks_refusal)."""
     if runtime not in (None, RuntimeName.NATIVE):
         return Choice(None, f"--runtime {runtime} runs transformers' forward, on float weights")
     if not gguf:
@@ -51,6 +56,8 @@ def auto_choice(
         return Choice(None, "on a GPU a GGUF runs dequantized (quantized kernels: CPU only)")
     if kernels is not None:
         return Choice(None, f"a GGUF runs float32 here: pld's C kernels are missing ({kernels})")
+    if blocks is not None:
+        return Choice(None, f"a GGUF runs float32 here: {blocks}")
     return Choice(Scheme.GGUF, "a GGUF runs its own blocks, each type exact (--quantize auto)")
 
 

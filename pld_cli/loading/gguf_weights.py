@@ -18,7 +18,7 @@ from gguf import quants
 from transformers import PreTrainedModel
 
 from pld_cli.errors import Unsupported
-from pld_cli.loading.gguf_blocks import FLOATS, Blocks, blocks, layout_bytes, stacked
+from pld_cli.loading.gguf_blocks import FLOATS, LAYOUTS, Blocks, blocks, layout_bytes, stacked
 from pld_cli.loading.gguf_file import GGUFFile
 from pld_cli.runtime.native.model import (
     COVERED,
@@ -34,6 +34,7 @@ from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import emptied
 
 PERMUTED = ("llama",)  # llama.cpp's converter interleaves q/k rows for these architectures
+ARCHITECTURES = ("llama", "qwen2", "qwen3")  # the GGUF architectures pld's own forward covers
 LOADERS = 2  # layers decoded at once: numpy and torch let go of the GIL in their large operations
 
 
@@ -148,3 +149,18 @@ def weights_bytes(path: Path) -> int:
     """Bytes the file's weights take in pld's layouts, for the memory check before loading."""
     tensors = GGUFFile.opened(path).tensors.values()
     return sum(layout_bytes(t.type, int(np.prod(t.shape))) for t in tensors)
+
+
+def blocks_refusal(path: Path) -> str | None:
+    """Why this GGUF's own blocks cannot run in pld's kernels (its architecture, or a tensor type
+    without an exact layout), read from its header; None where they can."""
+    file = GGUFFile.opened(path)
+    architecture = file.metadata.get("general.architecture", "unnamed")
+    if architecture not in ARCHITECTURES:
+        covered = ", ".join(ARCHITECTURES)
+        return f"pld's own forward does not cover {architecture} GGUFs (it covers {covered})"
+    kinds = {tensor.type for tensor in file.tensors.values()}
+    unmapped = sorted(kind.name for kind in kinds if kind not in LAYOUTS and kind not in FLOATS)
+    if unmapped:
+        return f"its {', '.join(unmapped)} tensors have no exact layout in pld"
+    return None

@@ -26,7 +26,7 @@ from pld_cli.loading.gguf import (
     gguf_metadata,
     gguf_type,
 )
-from pld_cli.loading.gguf_weights import gguf_weights, weights_bytes
+from pld_cli.loading.gguf_weights import blocks_refusal, gguf_weights, weights_bytes
 from pld_cli.loading.quantized_copy import copy_path, load_copy, save_copy
 from pld_cli.loading.sources import check_source
 from pld_cli.runtime.clib import library
@@ -203,8 +203,10 @@ def choose_scheme(spec: ModelSpec, device: str) -> Choice:
     """The scheme the weights run in (None: float) and why: as asked, or auto's choice
     (fit.py)."""
     missing = library.unavailable()
+    gguf = gguf_file(spec)
+    refusal = None if gguf is None else readable_refusal(gguf)
     if spec.quantize == "auto":
-        choice = auto_choice(gguf_file(spec) is not None, device, missing, spec.runtime)
+        choice = auto_choice(gguf is not None, device, missing, spec.runtime, refusal)
     elif spec.quantize == "none":
         choice = Choice(None, "--quantize none")
     else:
@@ -217,7 +219,17 @@ def choose_scheme(spec: ModelSpec, device: str) -> Choice:
             ) from None
     if choice.scheme is not None and missing is not None:
         raise PldError(f"--quantize {choice.scheme}: pld's C kernels are not here ({missing})")
+    if choice.scheme is Scheme.GGUF and refusal is not None:
+        raise PldError(f"--quantize gguf: {refusal}; --quantize none runs it as float32")
     return choice
+
+
+def readable_refusal(path: Path) -> str | None:
+    """blocks_refusal, where the header can be read (an unreadable file is refused at load)."""
+    try:
+        return blocks_refusal(path)
+    except Exception:  # noqa: BLE001 - the load says what is wrong with the file
+        return None
 
 
 def check_fits(spec: ModelSpec, source: str, name: str, choice: Choice, dtype: str) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import repetitive_prompt
-from gguf import GGMLQuantizationType, GGUFWriter, quants
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, quants
 from test_gguf_blocks import random_blocks
 from transformers import LlamaConfig
 
@@ -15,8 +15,9 @@ from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.loading.checkpoint import empty_model
+from pld_cli.loading.fit import auto_choice
 from pld_cli.loading.gguf_file import GGUFFile
-from pld_cli.loading.gguf_weights import gguf_weights, weights_bytes
+from pld_cli.loading.gguf_weights import blocks_refusal, gguf_weights, weights_bytes
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.runtime import NativeRuntime
 
@@ -155,3 +156,24 @@ def test_pld_on_the_ggufs_own_blocks_equals_plain_decoding(written):
     pld, stats = decode(model, prompt, DecodeConfig(max_new_tokens=60))
     assert pld == plain
     assert 0 < stats.accepted_tokens < stats.drafted_tokens  # drafts both kept and rejected
+
+
+def one_tensor_gguf(path, architecture: str, qtype) -> str:
+    writer = GGUFWriter(path, architecture)
+    raw = np.zeros((4, GGML_QUANT_SIZES[qtype][1]), np.uint8)
+    writer.add_tensor("token_embd.weight", raw, raw_dtype=qtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_a_gguf_the_kernels_cannot_run_is_named_before_loading(written, tmp_path):
+    assert blocks_refusal(written[0]) is None
+    gemma = one_tensor_gguf(tmp_path / "g.gguf", "gemma2", Q.Q8_0)
+    assert "does not cover gemma2 GGUFs" in blocks_refusal(gemma)
+    ternary = one_tensor_gguf(tmp_path / "t.gguf", "llama", Q.IQ2_XXS)
+    assert blocks_refusal(ternary) == "its IQ2_XXS tensors have no exact layout in pld"
+    choice = auto_choice(True, "cpu", None, None, blocks_refusal(ternary))
+    assert choice.scheme is None and "IQ2_XXS" in choice.why
