@@ -17,11 +17,9 @@ import torch
 from gguf import quants
 from transformers import PreTrainedModel
 
-from pld_cli.errors import Unsupported
 from pld_cli.loading.gguf_blocks import FLOATS, LAYOUTS, Blocks, blocks, layout_bytes, stacked
 from pld_cli.loading.gguf_file import GGUFFile
 from pld_cli.runtime.native.model import (
-    COVERED,
     Layer,
     LayerMatrix,
     NativeWeights,
@@ -29,7 +27,12 @@ from pld_cli.runtime.native.model import (
     shape,
 )
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
-from pld_cli.runtime.native.quantized.quantize import mark, require_kernels, trim_heap
+from pld_cli.runtime.native.quantized.quantize import (
+    mark,
+    require_family,
+    require_kernels,
+    trim_heap,
+)
 from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import emptied
 
@@ -73,8 +76,7 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     """The GGUF's weights as `model`'s native weights (model: built on the meta device from the
     GGUF's config); Unsupported where the native forward or the kernels do not cover it."""
     require_kernels(Scheme.GGUF)
-    if type(model).__name__ not in COVERED:
-        raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
+    require_family(model)
     file = GGUFTensors(path)
     config = model.config
     permute = file.architecture in PERMUTED

@@ -137,11 +137,12 @@ def gguf_model(
     if device != "cpu":
         raise PldError("--quantize gguf: a GGUF's own blocks run on a CPU only (for now)")
     name = DEFAULT_MODEL if spec.name is None else path.name
+    label = weights_label(Scheme.GGUF, dtype, path)
     try:
         too_large = oversize(weights_bytes(path), available_memory())
         if too_large is not None:
-            raise PldError(f"{name} ({weights_label(Scheme.GGUF, dtype, path)}): {too_large}")
-        report(f"loading {name} ({device}, {weights_label(Scheme.GGUF, dtype, path)})")
+            raise PldError(f"{name} ({label}): {too_large}")
+        report(f"loading {name} ({device}, {label})")
         folder = gguf_metadata(path)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = empty_model(folder, spec.trust_remote_code)
@@ -153,7 +154,6 @@ def gguf_model(
     except Exception as exc:  # noqa: BLE001 - whatever the GGUF reader trips on is the file's fault
         raise PldError(f"{spec.name}: cannot read this GGUF file ({one_line(exc)})") from exc
     pool = RuntimePool(model, spec.runtime)
-    label = weights_label(Scheme.GGUF, dtype, path)
     return LoadedModel(model, tokenizer, name, device, dtype, label, pool, choice.why)
 
 

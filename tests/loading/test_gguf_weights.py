@@ -18,6 +18,7 @@ from pld_cli.loading.checkpoint import empty_model
 from pld_cli.loading.fit import auto_choice
 from pld_cli.loading.gguf_file import GGUFFile
 from pld_cli.loading.gguf_weights import blocks_refusal, gguf_weights, weights_bytes
+from pld_cli.runtime.native.model import native_weights
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.runtime import NativeRuntime
 
@@ -37,14 +38,17 @@ TYPES = [
     dict(q=Q.Q4_K, k=Q.Q5_K, v=Q.Q6_K, output=Q.Q3_K, gate=Q.Q2_K, up=Q.Q4_K, down=Q.Q6_K),
     dict(q=Q.Q4_0, k=Q.Q4_0, v=Q.Q8_0, output=Q.Q5_0, gate=Q.Q5_1, up=Q.Q4_1, down=Q.Q8_0),
 ]
+# The same with an F32 matrix among them: it stays float, and the torch forward runs the layers
+WITH_FLOAT = [TYPES[0], TYPES[1] | dict(output=Q.F32)]
 LEGACY = (Q.Q8_0, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1)
 
 
 def blocks_of(qtype, rows: int, inputs: int, seed: int) -> np.ndarray:
-    """gguf-py's quantizer's blocks of random weights, or random blocks where it has none."""
-    if qtype in LEGACY:
+    """gguf-py's quantizer's blocks of random weights, or random blocks where it has none (F32:
+    the weights themselves)."""
+    if qtype in (*LEGACY, Q.F32):
         weights = np.random.default_rng(seed).normal(0, 0.05, (rows, inputs)).astype(np.float32)
-        return quants.quantize(weights, qtype)
+        return weights if qtype is Q.F32 else quants.quantize(weights, qtype)
     return random_blocks(qtype, rows, inputs, seed)
 
 
@@ -55,8 +59,8 @@ def unpermuting(rows: int, heads: int) -> torch.Tensor:
     return torch.argsort(permuted)
 
 
-@pytest.fixture(scope="module")
-def written(tmp_path_factory):
+@pytest.fixture(scope="module", params=[TYPES, WITH_FLOAT], ids=["quantized", "with-float"])
+def written(tmp_path_factory, request):
     """(path of the GGUF, config folder, expected float weights by transformers' name)"""
     folder = tmp_path_factory.mktemp("gguf")
     config = LlamaConfig(**CONFIG)
@@ -68,7 +72,7 @@ def written(tmp_path_factory):
         nonlocal seed
         seed += 1
         raw = blocks_of(qtype, rows, inputs, seed)
-        writer.add_tensor(name, raw, raw_dtype=qtype)
+        writer.add_tensor(name, raw, raw_dtype=None if qtype is Q.F32 else qtype)
         floats = torch.from_numpy(quants.dequantize(raw, qtype).copy())
         heads = 4 if ".attn_q." in name else 2 if ".attn_k." in name else None
         expected[hf_name] = floats if heads is None else floats[unpermuting(len(floats), heads)]
@@ -83,7 +87,7 @@ def written(tmp_path_factory):
     add("token_embd.weight", Q.Q8_0, 64, hidden, "model.embed_tokens.weight")
     add("output.weight", Q.Q6_K, 64, hidden, "lm_head.weight")
     add_float("output_norm.weight", (hidden,), "model.norm.weight")
-    for i, types in enumerate(TYPES):
+    for i, types in enumerate(request.param):
         block, hf = f"blk.{i}.", f"model.layers.{i}."
         add_float(f"{block}attn_norm.weight", (hidden,), f"{hf}input_layernorm.weight")
         add_float(f"{block}ffn_norm.weight", (hidden,), f"{hf}post_attention_layernorm.weight")
@@ -115,6 +119,10 @@ def test_the_header_lists_each_tensor_with_its_type_and_bytes(written):
     assert tensor.type is Q.Q6_K and tensor.shape == (256, 128) and tensor.data.shape == (128, 210)
 
 
+def floats(matrix) -> torch.Tensor:
+    return matrix if isinstance(matrix, torch.Tensor) else matrix.dequantized()
+
+
 def test_the_weights_are_the_files_floats_in_transformers_order(written):
     path, folder, expected = written
     weights = gguf_weights(empty_model(folder, False), path)
@@ -125,10 +133,10 @@ def test_the_weights_are_the_files_floats_in_transformers_order(written):
         hf = f"model.layers.{i}."
         qkv = torch.cat([expected[f"{hf}self_attn.{x}_proj.weight"] for x in "qkv"])
         gate_up = torch.cat([expected[f"{hf}mlp.{x}_proj.weight"] for x in ("gate", "up")])
-        assert torch.equal(layer.qkv.dequantized(), qkv)
-        assert torch.equal(layer.gate_up.dequantized(), gate_up)
-        assert torch.equal(layer.out.dequantized(), expected[f"{hf}self_attn.o_proj.weight"])
-        assert torch.equal(layer.down.dequantized(), expected[f"{hf}mlp.down_proj.weight"])
+        assert torch.equal(floats(layer.qkv), qkv)
+        assert torch.equal(floats(layer.gate_up), gate_up)
+        assert torch.equal(floats(layer.out), expected[f"{hf}self_attn.o_proj.weight"])
+        assert torch.equal(floats(layer.down), expected[f"{hf}mlp.down_proj.weight"])
         assert torch.equal(layer.mlp_norm, expected[f"{hf}post_attention_layernorm.weight"])
     assert torch.equal(weights.head.dequantized(), expected["lm_head.weight"])
     assert torch.equal(
@@ -146,11 +154,18 @@ def decode(model, prompt: list[int], config: DecodeConfig) -> tuple[list[int], S
     return tokens, stats
 
 
+def model_out(model):
+    """Layer 1's output matrix, F32 in one of the files."""
+    return native_weights(model).layers[1].out
+
+
 def test_pld_on_the_ggufs_own_blocks_equals_plain_decoding(written):
     path, folder, _ = written
     model = empty_model(folder, False)
     gguf_weights(model, path)
-    assert NativeRuntime(model, 64).decoder is not None  # the whole pass in pld's C kernels
+    quantized = isinstance(model_out(model), GroupedMatrix)
+    # all quantized: the whole pass in pld's C kernels; an F32 matrix: the torch forward
+    assert (NativeRuntime(model, 64).decoder is not None) == quantized
     prompt = repetitive_prompt(0)
     plain, _ = decode(model, prompt, DecodeConfig(max_new_tokens=60, use_pld=False))
     pld, stats = decode(model, prompt, DecodeConfig(max_new_tokens=60))

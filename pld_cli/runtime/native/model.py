@@ -183,10 +183,13 @@ def linear(
     rowwise: bool = False,
 ) -> torch.Tensor:
     """x [m, in] @ weight.T (+ bias) -> [m, out], plain or in the padded layout (../kernels.py); a
-    quantized weight runs its own kernel, each row as if it were the only one where `rowwise`."""
+    quantized weight runs its own kernel, each row as if it were the only one where `rowwise` (a
+    float one then runs row by row)."""
     if not isinstance(weight, torch.Tensor):
         out = weight(x, rowwise)
         return out if bias is None else out + bias
+    if rowwise:  # a float matrix among quantized ones (a GGUF's F32 tensor): a row at a time
+        return torch.cat([F.linear(row, weight, bias) for row in x.split(1)])
     return padded_linear(x, weight, bias) if padded else F.linear(x, weight, bias)
 
 

@@ -40,10 +40,8 @@ from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedMatrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
-QUANTIZERS = (
-    Scheme.INT8,
-    Scheme.INT4,
-)  # what quantize_model makes of float weights (GGUF: a file's)
+# what quantize_model makes of float weights (GGUF: a file's own blocks, loading/gguf_weights.py)
+QUANTIZERS = (Scheme.INT8, Scheme.INT4)
 
 
 def quantize_model(
@@ -59,8 +57,7 @@ def quantize_model(
     if scheme not in QUANTIZERS:
         raise Unsupported(f"--quantize {scheme} takes a .gguf file's own blocks, not float weights")
     require_kernels(scheme)
-    if type(model).__name__ not in COVERED:
-        raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
+    require_family(model)
     if {p.device.type for p in model.parameters()} - {"cpu", "meta"}:
         raise Unsupported("quantized weights run on a CPU only (for now)")
     matrix = layer_matrix(scheme)
@@ -87,6 +84,13 @@ def require_kernels(scheme: Scheme) -> None:
     if not grouped.available():
         why = library.unavailable()
         raise Unsupported(f"{scheme} runs pld's C kernels, which are not here: {why}")
+
+
+def require_family(model: PreTrainedModel) -> None:
+    """Unsupported where the native forward does not cover the model's family: asked before any
+    weight is read (check_covered, the full check, needs them in place)."""
+    if type(model).__name__ not in COVERED:
+        raise Unsupported(f"pld's own forward does not cover {type(model).__name__}")
 
 
 def layer_matrix(scheme: Scheme) -> type[Int4Matrix | GroupedMatrix]:
@@ -126,11 +130,14 @@ def mark(model: PreTrainedModel, weights: NativeWeights, scheme: Scheme) -> None
 def check_rows(weights: NativeWeights) -> None:
     """Sets each matrix's rows_checked: CHECKED_ROWS where its kernel stands each row alone on
     this machine, else 0 (verify passes then run it row by row). One matrix per kind and shape
-    is tried: the kernel's path depends on those and the number of rows."""
+    is tried: the kernel's path depends on those and the number of rows. Float matrices (a
+    GGUF's F32 or F16 tensors) are left out: verify passes run them in the torch forward."""
     matrices = [getattr(layer, name) for layer in weights.layers for name in MATRICES]
     verdicts: dict[tuple, bool] = {}
     for matrix in [*matrices, weights.head]:
-        key = (type(matrix), matrix.shape, getattr(matrix, "group", 0), getattr(matrix, "bits", 0))
+        if isinstance(matrix, torch.Tensor):
+            continue
+        key = (kind(matrix), matrix.shape)
         if key not in verdicts:
             verdicts[key] = matrix.computes_rowwise()
         matrix.rows_checked = CHECKED_ROWS if verdicts[key] else 0
