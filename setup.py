@@ -22,7 +22,10 @@ def variant(name: str, flags: list[str]) -> Extension:
         sources=[f"{CSRC}/variants/{name}.c"],
         depends=[
             f"{CSRC}/{part}"
-            for part in ("kernels.c", "simd.h", "group_dots.h", "grouped.c", "decoder.h")
+            for part in (
+                "kernels.c", "simd.h", "group_dots.h", "grouped.c", "decoder.h", "decoder.c",
+                "peak.c", "row_attention.c", "abi.c",
+            )
         ],
         extra_compile_args=COMMON + flags,
         extra_link_args=["-fopenmp"],

@@ -1,6 +1,7 @@
 """Greedy pld output is token-identical to plain decoding (drafting off), in float32."""
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import repetitive_prompt, tiny_llama
@@ -117,3 +118,25 @@ def test_default_model_same_output_on_every_runtime(default_model):
     native_pld, _ = decode_ids(default_model, ids, config, runtime_name=RuntimeName.NATIVE)
     native_plain, _ = decode_ids(default_model, ids, plain, runtime_name=RuntimeName.NATIVE)
     assert native_pld == native_plain == dynamic_plain
+
+
+@pytest.mark.slow
+def test_default_model_documents_at_once_equal_each_alone(default_model):
+    """Three documents of different lengths in shared passes (-j 3): each one's tokens are its
+    alone run's, with drafting and without."""
+    tasks = [
+        Task("edit", EDIT_SOURCE, "Add a docstring to every function.", "geo.py"),
+        Task("summarize", SUMMARY_SOURCE, name="library.txt"),
+        Task("edit", EDIT_SOURCE * 3, "Rename `area` to `rect_area`.", "geo3.py"),
+    ]
+    config = DecodeConfig(max_new_tokens=60)
+    alone = LocalEngine(default_model)
+    ids = [task_ids(alone, task, config) for task in tasks]
+    together = LocalEngine(default_model, jobs=3)
+    together.prepare(max(map(len, ids)) + 60, config, print, print)
+    assert together.parallel == 3
+    with ThreadPoolExecutor(3) as pool:
+        batched = list(pool.map(lambda prompt: together.decode(prompt, config)[0], ids))
+    plain = dataclasses.replace(config, use_pld=False)
+    for prompt, tokens in zip(ids, batched, strict=True):
+        assert tokens == alone.decode(prompt, config)[0] == alone.decode(prompt, plain)[0]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pld_cli.bench.corpus import Item
 from pld_cli.bench.methods import MethodRun
+from pld_cli.bench.prefill import PrefillRate
 from pld_cli.bench.throughput import Throughput
 from pld_cli.core.config import SamplingConfig
 from pld_cli.core.repetition import repeated_share
@@ -105,6 +106,7 @@ class BenchReport:
     wall_s: float = 0.0
     runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
     throughput: list[Throughput] = field(default_factory=list)  # the corpus, wall time
+    prefill: PrefillRate | None = None  # with --concurrency: the prefill rate and the peak
 
     def summary(self, loop_free: bool = False) -> dict[str, dict[str, dict]]:
         """Per corpus and method: aggregate tok/s, its ratio to greedy's and to hf-greedy's,
@@ -176,6 +178,7 @@ class BenchReport:
             "summary_loop_free": self.summary(loop_free=True),
             "documents": self.documents(),
             "throughput": [run.as_dict() for run in self.throughput],
+            "prefill": self.prefill.as_dict() if self.prefill else None,
         }
 
     def diverging(self, method: str = "pld") -> list[str]:

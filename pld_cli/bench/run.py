@@ -3,8 +3,9 @@
 Each method is a runner from methods.py. Per item, every repeat runs every method in turn so
 machine drift hits all alike; times are medians over the repeats and the speedup is measured
 against greedy and transformers' generate(), next to the estimate 1 / (f/L + (1 - f)). With a
-server and a concurrency, the corpus's throughput follows (throughput.py): pld's own engine one
-document after another, then the server with that many documents in flight.
+concurrency, the prefill rate beside the machine's peak (prefill.py) and the corpus's throughput
+follow (throughput.py): pld one document after another, pld with that many at once, and the
+server (where given) with that many in flight.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from pld_cli.bench import throughput
+from pld_cli.bench import prefill, throughput
 from pld_cli.bench.corpus import Item, expand
 from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, MethodRun, runner
 from pld_cli.bench.results import BenchReport, ItemResult, MethodResult, first_divergence
@@ -91,14 +92,41 @@ def run_bench(
                 runs[method].append(runners[method](loaded, ids, task_config))
                 progress(f"{item.corpus}/{item.id} {method}")
         report.items.append(ItemResult(item, compare(runs)))
-    if server is not None and concurrency:
-        report.throughput.append(throughput.measure("pld", local, prompts, configs))
-        progress("throughput: pld, one document after another")
-        on_server = throughput.measure("server", server, prompts, configs, concurrency)
-        report.throughput.append(on_server)
-        progress(f"throughput: server, {concurrency} in flight")
+    if concurrency:
+        report.prefill = prefill.measure(loaded, prompts, config)
+        progress("prefill rate")
+        report.throughput = corpus_throughput(
+            loaded, server, prompts, configs, concurrency, positions, progress
+        )
     report.wall_s = time.perf_counter() - start
     return report
+
+
+def corpus_throughput(
+    loaded: LoadedModel,
+    server: Engine | None,
+    prompts: list[list[int]],
+    configs: list[DecodeConfig],
+    concurrency: int,
+    positions: int,
+    progress: Progress,
+) -> list[throughput.Throughput]:
+    """The corpus through pld -j 1, pld -j N (where it decodes several at once) and the server
+    at N (where given)."""
+    runs = [("pld", LocalEngine(loaded), 1)]
+    batched = LocalEngine(loaded, concurrency)
+    batched.prepare(positions, configs[0], lambda _: None, lambda _: None)
+    if batched.parallel > 1:  # float weights go one at a time: -j 1 again, not measured twice
+        runs.append(("pld", batched, batched.parallel))
+    if server is not None:
+        runs.append(("server", server, concurrency))
+    measured, first = [], None
+    for method, engine, jobs in runs:
+        run, outputs = throughput.measure(method, engine, prompts, configs, jobs, first)
+        measured.append(run)
+        first = first or outputs
+        progress(f"throughput: {method}, {jobs} in flight")
+    return measured
 
 
 def compare(runs: dict[str, list[MethodRun]]) -> dict[str, MethodResult]:

@@ -1,8 +1,9 @@
 """Corpus throughput: every document decoded, wall time with prefill, tokens summed.
 
-What a user with a folder of documents waits for: pld's own engine one document after another,
-against a server (vLLM) with N requests in flight that it batches. Measured on the same prompt ids
-in one run, one after the other.
+What a user with a folder of documents waits for: pld's own engine one document after another
+(-j 1), then N documents at once in its shared passes (-j N), then a server (vLLM) with N
+requests in flight that it batches. Measured on the same prompt ids in one run, one after the
+other; each run's outputs are compared with the first's, document by document.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Throughput:
     documents: int
     new_tokens: int
     wall_s: float  # prefill included
+    identical: int | None = None  # documents whose tokens equal the first run's (None: it)
 
     @property
     def tokens_per_s(self) -> float:
@@ -37,6 +39,7 @@ class Throughput:
             "new_tokens": self.new_tokens,
             "wall_s": round(self.wall_s, 3),
             "tokens_per_s": round(self.tokens_per_s, 2),
+            "identical_to_first": self.identical,
         }
 
 
@@ -46,11 +49,15 @@ def measure(
     prompts: Sequence[list[int]],
     configs: Sequence[DecodeConfig],
     concurrency: int = 1,
-) -> Throughput:
-    """All prompts through the engine, `concurrency` at a time, timed from first to last."""
+    first: Sequence[list[int]] | None = None,
+) -> tuple[Throughput, list[list[int]]]:
+    """All prompts through the engine, `concurrency` at a time, timed from first to last; and
+    each document's tokens, counted identical to `first`'s where given."""
     start = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
         jobs = zip(prompts, configs, strict=True)
         outputs = list(pool.map(lambda job: engine.decode(*job)[0], jobs))
     wall = time.perf_counter() - start
-    return Throughput(method, concurrency, len(prompts), sum(map(len, outputs)), wall)
+    same = None if first is None else sum(a == b for a, b in zip(outputs, first, strict=True))
+    tokens = sum(map(len, outputs))
+    return Throughput(method, concurrency, len(prompts), tokens, wall, same), outputs

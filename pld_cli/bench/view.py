@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from pld_cli.bench.prefill import PrefillRate
 from pld_cli.bench.results import BenchReport, MethodResult, pooled_mean_accepted
 from pld_cli.core.stats import predicted_speedup, ratio
 from pld_cli.errors import PldError
@@ -176,16 +177,38 @@ def show(report: BenchReport, to_stderr: bool) -> None:
         out.print(documents_table(report))
     out.print(summary_table(report))
     out.print(summary_table(report, loop_free=True))
+    if report.prefill:
+        out.print(prefill_table(report.prefill))
     if report.throughput:
         out.print(throughput_table(report))
 
 
+def prefill_table(rate: PrefillRate) -> Table:
+    """The prefill rate and its fraction of the machine's peak, measured in the same run."""
+    title = f"pld bench: prefill of a {rate.prompt_tokens}-token prompt ({rate.variant})"
+    table = Table(title=title, title_justify="left")
+    for head in ("tok/s", "GMAC/s", "int8 peak", "of it", "kernel's peak", "of it"):
+        table.add_column(head, justify="right")
+    widest, kernel = rate.fraction(rate.peak_widest), rate.fraction(rate.peak_kernel)
+    table.add_row(
+        f"{rate.tokens_per_s:.0f}",
+        f"{rate.macs / rate.seconds / 1e9:.1f}",
+        f"{rate.peak_widest / 1e9:.0f}" if rate.peak_widest else "-",
+        f"{widest:.1%}" if widest is not None else "-",
+        f"{rate.peak_kernel / 1e9:.0f}" if rate.peak_kernel else "-",
+        f"{kernel:.1%}" if kernel is not None else "-",
+    )
+    return table
+
+
 def throughput_table(report: BenchReport) -> Table:
-    """Every document, wall time with prefill: pld one after another, the server N at a time."""
+    """Every document, wall time with prefill: pld one after another and N at once, the server
+    N at a time; how many documents' tokens equal the first run's."""
     table = Table(
         title="pld bench: corpus throughput (all items, prefill included)", title_justify="left"
     )
-    for head in ("method", "in flight", "documents", "new tok", "wall", "tok/s", "vs pld"):
+    heads = ("method", "in flight", "documents", "new tok", "wall", "tok/s", "vs -j 1", "same")
+    for head in heads:
         table.add_column(head, justify="left" if head == "method" else "right")
     base = report.throughput[0].tokens_per_s
     for run in report.throughput:
@@ -197,6 +220,7 @@ def throughput_table(report: BenchReport) -> Table:
             f"{run.wall_s:.1f} s",
             f"{run.tokens_per_s:.1f}",
             times(ratio(run.tokens_per_s, base) or None),
+            "-" if run.identical is None else f"{run.identical}/{run.documents}",
         )
     return table
 

@@ -30,8 +30,9 @@ METHODS_HELP = (
     "greedy@native, or @static, @dynamic, runs pld's own methods on that runtime)."
 )
 CONCURRENCY_HELP = (
-    "With --server: also the corpus's throughput (wall time, prefill included), the server with "
-    "this many documents in flight against pld one after another."
+    "Also the prefill rate beside the machine's peak, and the corpus's throughput (wall time, "
+    "prefill included): pld one document after another, pld with this many at once (-j), and "
+    "with --server the server with this many in flight."
 )
 
 
@@ -107,8 +108,6 @@ def bench(
         raise PldError(HF_QUANTIZED, code=ExitStatus.USAGE)
     if settings.quantize.value == "auto" and transformers_methods:
         spec = dataclasses.replace(spec, quantize="none")  # every method on the same weights
-    if concurrency and not settings.server:
-        raise PldError("--concurrency measures a server: it needs --server", code=ExitStatus.USAGE)
     if check and not {"greedy", "pld"} <= set(chosen):
         raise PldError("--check needs both greedy and pld in --methods", code=ExitStatus.USAGE)
     if check and settings.temperature > 0:
@@ -130,7 +129,8 @@ def bench(
         server = None
         if settings.server:  # the first model it serves: -m names the local one
             server = open_engine(dataclasses.replace(settings, model=None), report_load)
-    total = len(chosen) * (1 + repeat * len(items)) + (2 if concurrency else 0)
+    throughput_runs = 2 + (concurrency > 1) + bool(server) if concurrency else 0  # prefill, -j
+    total = len(chosen) * (1 + repeat * len(items)) + throughput_runs
     with bench_view.progress(total, settings.quiet) as advance:
         report = run_bench(
             loaded,

@@ -68,8 +68,9 @@ SERVER_HELP = (
     "this machine; -m then names the served model (default: the first it lists)."
 )
 JOBS_HELP = (
-    "With --server: calls in flight at once (files, and chunks of long ones); the server batches "
-    "them."
+    "Documents decoded at once (files, and chunks of long ones): on this machine each pass "
+    "shares the weights among them, each output exactly as alone; with --server, calls in "
+    "flight that the server batches."
 )
 TOKENIZER_HELP = (
     "With --server: the served model's tokenizer (a folder or hub id; default: the model's path "
@@ -140,7 +141,7 @@ class Settings:
             help="The server's API key (if it wants one).",
         ),
     ] = dataclasses.field(default=None, repr=False)
-    jobs: Annotated[int, option("-j", "--jobs", min=1, panel=SERVER, help=JOBS_HELP)] = 1
+    jobs: Annotated[int, option("-j", "--jobs", min=1, panel=DECODING, help=JOBS_HELP)] = 1
     tokenizer: Annotated[
         str | None, option(panel=SERVER, show_default=False, help=TOKENIZER_HELP)
     ] = None

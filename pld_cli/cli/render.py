@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from pld_cli.cli.board import Board
 from pld_cli.core.decode import Pass
 from pld_cli.core.stats import Stats
 from pld_cli.tasks.fragments import Fragment
@@ -127,6 +128,15 @@ class Ui:
             if self.show_live and not off:
                 observers.append(stack.enter_context(LiveView(self.console, label)).update)
             yield fan_out(observers) if observers else None
+
+    @contextlib.contextmanager
+    def board(self, labels: list[str], on: bool) -> Iterator[Board | None]:
+        """The live view of documents decoded at once (board.py), where `on` and live."""
+        if not (on and self.show_live):
+            yield None
+            return
+        with Board(self.console, labels) as board:
+            yield board
 
     def pass_line(self, step: Pass, spans: list[Fragment], stats: Stats) -> None:
         origin = "prompt" if step.from_prompt else "output"

@@ -4,9 +4,10 @@ Every file is read and checked before the model loads; each is then one call, or
 document (tasks/longdoc.py), and delivered: text, JSON line, `==> name <==` section, diff, or a
 file replaced atomically and only by a complete result. With several files a failing file is
 reported on stderr and the others go on; the run ends with a summary line and exit status 1 if
-any failed. An engine that takes several calls at once (a server, -j N) gets up to N: files and
-the chunks of long ones decode concurrently, and are delivered in the order given, as one after
-another would be. Imported only when a command runs (it pulls in torch and transformers).
+any failed. An engine that takes several calls at once (-j N: a server, or pld's C decoder) gets
+up to N: files and the chunks of long ones decode concurrently, and are delivered in the order
+given, as one after another would be. Imported only when a command runs (it pulls in torch and
+transformers).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pld_cli.cli.board import Board
 from pld_cli.cli.guard import refusal
 from pld_cli.cli.options import Display, Settings
 from pld_cli.cli.preflight import Document, Entry, Failure, Request, print_record
@@ -61,11 +63,26 @@ def execute(
         engine.prepare(positions, config, report, ui.detail)
     jobs = min(settings.jobs, engine.parallel)
     if settings.jobs > jobs:
-        ui.note(
-            f"-j {settings.jobs}: this engine decodes one call at a time (--server for several)"
-        )
+        ui.note(f"-j {settings.jobs}: {engine.limit}")
     worker = Worker(engine, config, settings, display, ui, concurrent=jobs > 1)
-    outcomes = worker.outcomes(documents, splitter, jobs)
+    with ui.board([doc.label for doc in documents], on=jobs > 1) as worker.board:
+        outcomes = worker.outcomes(documents, splitter, jobs)
+        deliver_all(request, entries, worker, outcomes, tally)
+    if request.several:
+        close(ui, tally)
+    return tally.status
+
+
+def deliver_all(
+    request: Request,
+    entries: list[Entry],
+    worker: Worker,
+    outcomes: Iterator[Outcome],
+    tally: Tally,
+) -> None:
+    """Each entry in order: a file that failed preflight, else its outcome delivered."""
+    documents = [item for item in entries if isinstance(item, Document)]
+    display, ui = worker.display, worker.ui
     try:
         for item in entries:
             if isinstance(item, Failure):  # already on stderr (preflight)
@@ -82,11 +99,8 @@ def execute(
                 failed(exc, item.label, request, display, ui)
                 tally.failure(exc.code)
     finally:
-        engine.close()  # Ctrl-C: what is in flight is cut, so the threads end at once
+        worker.engine.close()  # Ctrl-C: what is in flight is cut, so the threads end at once
         outcomes.close()
-    if request.several:
-        close(ui, tally)
-    return tally.status
 
 
 def failed(exc: PldError, label: str, request: Request, display: Display, ui: Ui) -> None:
@@ -127,6 +141,7 @@ class Worker:
         self.concurrent = concurrent  # no live view: several decodes would share it
         self.engine_label = "server" if engine.drafts_itself else "pld"
         self.sections = 0  # `==> name <==` sections written to stdout
+        self.board: Board | None = None  # the live view of documents at once (-j N)
 
     def outcomes(
         self, documents: list[Document], splitter: Splitter, jobs: int
@@ -156,7 +171,11 @@ class Worker:
         try:
             text, parts = kind.long(doc.task, splitter, call, map_calls)
         except PldError as exc:
+            if self.board:
+                self.board.finished(doc.label, ok=False)
             return Outcome(error=exc)
+        if self.board:
+            self.board.finished(doc.label, ok=True)
         result = longdoc.total(parts, text)
         if kind.rewrites:  # the file as it was written: its endings, its last line
             result = dataclasses.replace(result, text=as_original(doc.task.document, result.text))
@@ -179,6 +198,7 @@ class Worker:
         if not whole:
             self.ui.note(f"{label}: {where}")
         with self.ui.live(None if whole else where, off=self.concurrent) as observe:
+            observe = self.board.observer(label) if self.board else observe
             try:
                 result = run_task(self.engine, task, self.config, observe=observe)
             except PldError as exc:  # input too long, a server's fault: which part

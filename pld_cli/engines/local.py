@@ -1,17 +1,24 @@
 """pld's own engine: a model loaded on this machine, its runtime, and the draft/verify loop.
 
 `decode_ids` is the loop over prompt ids on a runtime made ready by loading/ready.py; `LocalEngine`
-is that loop behind the task-level `Engine` seam (tasks/engine.py). One call at a time: the model
-and its KV cache are one.
+is that loop behind the task-level `Engine` seam (tasks/engine.py). With -j N and pld's C decoder
+it decodes up to N documents at once, each in a slot of one batch (runtime/batch/), exactly as
+alone; otherwise one call at a time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
+from pld_cli.core.runtime import Runtime
 from pld_cli.core.stats import Stats
 from pld_cli.loading.models import LoadedModel, load_model
 from pld_cli.loading.ready import ready
+from pld_cli.runtime.batch.costs import SharedCosts
+from pld_cli.runtime.batch.opening import open_batch
+from pld_cli.runtime.batch.scheduler import Batch
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.names import RuntimeName
 from pld_cli.tasks.engine import Note, OnPass
@@ -26,8 +33,20 @@ def decode_ids(
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats."""
     runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
+    return decode_on(runtime, costs, loaded.eos_ids, ids, config, on_pass)
+
+
+def decode_on(
+    runtime: Runtime,
+    costs: Sequence[float] | None,
+    eos_ids: frozenset[int],
+    ids: list[int],
+    config: DecodeConfig,
+    on_pass: OnPass | None = None,
+) -> tuple[list[int], Stats]:
+    """The loop on a runtime made ready, with its pass costs (None: not adaptive)."""
     stats, tokens = Stats(costs=costs, runtime=runtime.name), []
-    for event in generate(runtime, ids, loaded.eos_ids, config, costs):
+    for event in generate(runtime, ids, eos_ids, config, costs):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
@@ -37,17 +56,18 @@ def decode_ids(
 
 
 class LocalEngine:
-    """A loaded model and pld's loop, as an `Engine`."""
+    """A loaded model and pld's loop, as an `Engine`; `jobs` documents at once where it can."""
 
-    parallel = 1
     drafts_itself = False
 
-    def __init__(self, loaded: LoadedModel) -> None:
-        self.loaded = loaded
+    def __init__(self, loaded: LoadedModel, jobs: int = 1) -> None:
+        self.loaded, self.jobs = loaded, jobs
         self.name, self.tokenizer = loaded.name, loaded.tokenizer
         self.context = context_limit(loaded.model)
         self.eos_ids = loaded.eos_ids
         self.repetition_penalty = loaded.repetition_penalty
+        self.parallel, self.limit = 1, ""
+        self.batch: Batch | None = None
 
     @property
     def weights(self) -> dict[str, str]:
@@ -56,17 +76,27 @@ class LocalEngine:
 
     def prepare(self, positions: int, config: DecodeConfig, report: Note, note: Note) -> None:
         note(f"weights: {self.loaded.weights}: {self.loaded.why}")
-        ready(self.loaded, positions, config, report=report, note=note)
+        runtime, _ = ready(self.loaded, positions, config, report=report, note=note)
+        if self.jobs > 1 and self.batch is None:
+            self.batch, self.limit = open_batch(runtime, self.jobs, positions, note)
+            self.parallel = self.batch.regions if self.batch else 1
 
     def decode(
         self, ids: list[int], config: DecodeConfig, on_pass: OnPass | None = None
     ) -> tuple[list[int], Stats]:
-        return decode_ids(self.loaded, ids, config, on_pass)
+        if self.batch is None:
+            return decode_ids(self.loaded, ids, config, on_pass)
+        _, costs = ready(self.loaded, len(ids) + config.max_new_tokens, config)
+        with self.batch.slot() as slot:
+            shared = SharedCosts(costs, self.batch, slot.region) if costs else None
+            return decode_on(slot, shared, self.eos_ids, ids, config, on_pass)
 
     def close(self) -> None:
-        """Nothing runs in the background: a Ctrl-C already stopped the loop."""
+        """Cuts the documents in flight (Ctrl-C, the end of a run): each raises Cancelled."""
+        if self.batch is not None:
+            self.batch.close()
 
 
 def open_engine(settings, report: Note) -> LocalEngine:
     """The model -m names (else the default model), loaded on this machine."""
-    return LocalEngine(load_model(settings.model_spec(), report))
+    return LocalEngine(load_model(settings.model_spec(), report), settings.jobs)

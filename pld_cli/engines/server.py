@@ -47,6 +47,7 @@ class ServerEngine:
     ) -> None:
         self.client, self.name, self.tokenizer = client, model, tokenizer
         self.context, self.eos_ids, self.parallel = context, eos_ids, parallel
+        self.limit = ""
         self.repetition_penalty = None  # the server applies the model's own generation_config
         self.weights = None  # the server's to choose and to say
         self.slots = threading.BoundedSemaphore(parallel)

@@ -27,7 +27,8 @@ class Engine(Protocol):
     context: int  # tokens one call may hold, prompt and new tokens together
     eos_ids: frozenset[int]
     repetition_penalty: float | None  # the model's own, used unless --repetition-penalty is given
-    parallel: int  # calls it takes at once (the local engine: 1; a server: -j)
+    parallel: int  # calls it takes at once: -j, where it can (known once prepared)
+    limit: str  # why it takes fewer than -j at once ('' where it takes them all)
     drafts_itself: bool  # drafting is the engine's own (a server's --speculative-config)
     weights: dict[str, str] | None  # their format and why (the local engine), for JSON
 

@@ -19,6 +19,7 @@ from pld_cli.cli.app import main
 from pld_cli.core.config import SamplingConfig
 from pld_cli.errors import PldError
 from pld_cli.loading.gguf import default_gguf
+from pld_cli.runtime.clib import library
 from pld_cli.tasks.prompts import Task
 
 METHOD_KEYS = {
@@ -38,6 +39,10 @@ METHOD_KEYS = {
     "identical_to_greedy",
     "first_divergence",
 }
+
+needs_kernel = pytest.mark.skipif(
+    library.kernel("decode_rows") is None, reason=f"no C kernel: {library.unavailable()}"
+)
 
 
 def pld(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -108,9 +113,10 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
         "summary_loop_free",
         "documents",
         "throughput",
+        "prefill",
     }
     assert data["documents"] == {}  # no item was too long for one call
-    assert data["throughput"] == []  # measured only against a server (--concurrency)
+    assert data["throughput"] == [] and data["prefill"] is None  # measured with --concurrency
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu",
         "float32",
@@ -380,7 +386,7 @@ def test_a_server_is_one_more_method_and_its_throughput_is_measured(tiny_model_d
         on_server = item["methods"]["server"]
         assert (on_server["new_tokens"], on_server["passes"]) == (5, 3)  # [1], [2, 3, 4], [5]
         assert on_server["drafted_tokens"] is None  # the server did not say
-    local, remote = data["throughput"]
+    local, remote = data["throughput"]  # float weights: pld -j 1 only
     assert (local["method"], local["concurrency"], remote["method"], remote["concurrency"]) == (
         "pld",
         1,
@@ -388,13 +394,30 @@ def test_a_server_is_one_more_method_and_its_throughput_is_measured(tiny_model_d
         2,
     )
     assert local["documents"] == remote["documents"] == 2 and remote["new_tokens"] == 10
+    assert local["identical_to_first"] is None and remote["identical_to_first"] in (0, 1, 2)
     # warm-up (pld, server), 2 items of each, and the server's 2 documents in flight
     assert len(server.requests) == 1 + 2 + 2
 
 
-def test_concurrency_needs_a_server(tiny_model_dir, corpus, capsys):
-    code, _, err = pld(["bench", str(corpus), "--concurrency", "4"], capsys)
-    assert code == 2 and "--concurrency measures a server: it needs --server" in err
+@needs_kernel
+def test_concurrency_measures_pld_one_at_a_time_and_several_at_once(tiny_model_dir, corpus, capsys):
+    code, data, err = bench_json(
+        tiny_model_dir,
+        corpus,
+        capsys,
+        "--methods",
+        "pld",
+        "--quantize",
+        "int8",
+        "--concurrency",
+        "2",
+    )
+    assert (code, err) == (0, "")
+    alone, together = data["throughput"]
+    assert (alone["concurrency"], together["concurrency"]) == (1, 2)
+    assert together["identical_to_first"] == together["documents"] == 2
+    prefill = data["prefill"]
+    assert prefill["tokens_per_s"] > 0 and 0 < prefill["fraction_of_kernel"] < 1
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,8 @@ from pld_cli.runtime.clib.tables import FLOAT, INT, PTR, layout_mismatch
 SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
     "grouped_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, INT, INT, PTR], ctypes.c_int),
-    "decode_rows": ([PTR, PTR, INT, INT], ctypes.c_int),
+    "decode_rows": ([PTR, PTR, PTR, INT], ctypes.c_int),
+    "pld_peak": ([INT, INT], INT),
 }
 WRONG_SIZES = -2  # what a kernel returns for sizes it does not take (csrc/)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 3  # PLD_ABI_VERSION in csrc/decoder.h
+ABI_VERSION = 4  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
@@ -31,11 +31,18 @@ class Decoder(ctypes.Structure):
     _fields_ += [(name, PTR) for name in ("keys", "values", "cos", "sin")]
 
 
+class Segment(ctypes.Structure):
+    """One document's rows in a pass: how many, its cache region's first slot, its first
+    position."""
+
+    _fields_ = [(name, INT) for name in ("rows", "base", "start")]
+
+
 def expected_layout() -> list[int]:
     """What `pld_abi` reports for these structures: the version, then per structure its size and
     each field's offset in declaration order."""
     layout = [ABI_VERSION]
-    for table in (Matrix, Block, Decoder):
+    for table in (Matrix, Block, Decoder, Segment):
         layout.append(ctypes.sizeof(table))
         layout += [getattr(table, name).offset for name, _ in table._fields_]
     return layout

@@ -5,17 +5,19 @@ A one-position pass of the default model at int8 spent more in torch's dispatch 
 kernels (norms, rotations, cache writes: a hundred small operations per layer) than in the kernels
 themselves, so `CDecoder` hands the C library a table of every layer's tensors, built once, and
 runs all layers of a pass in one call. Each row is computed from that row alone, so a verify row
-gets what a one-position pass gives it. Prefills keep the torch forward (the same for --no-pld).
+gets what a one-position pass gives it, and a prompt's rows what they get in any slicing of its
+prefill: prefills run here too, and a pass may hold several documents' rows (../batch/).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Sequence
 
 import torch
 
 from pld_cli.runtime.clib import library
-from pld_cli.runtime.clib.tables import MATRICES, Block, Decoder, Matrix
+from pld_cli.runtime.clib.tables import MATRICES, Block, Decoder, Matrix, Segment
 from pld_cli.runtime.native.attention import kernel_fits
 from pld_cli.runtime.native.model import Layer, NativeWeights
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
@@ -69,11 +71,13 @@ class CDecoder:
             sin=self.pointer(sin),
         )
 
-    def __call__(self, x: torch.Tensor, start: int) -> torch.Tensor:
-        """x [q, hidden] through every layer, rows at positions start..start+q-1; writes their
-        keys and values into the cache."""
+    def __call__(self, x: torch.Tensor, segments: Sequence[Segment]) -> torch.Tensor:
+        """x [rows, hidden] through every layer, the rows of each segment in turn (one document's
+        rows at its positions, in its cache region: tables.Segment); writes their keys and
+        values into the cache."""
         x = x.to(torch.float32).contiguous().clone()
-        code = library.kernel(KERNEL)(ctypes.byref(self.table), x.data_ptr(), x.shape[0], start)
+        table = (Segment * len(segments))(*segments)
+        code = library.kernel(KERNEL)(ctypes.byref(self.table), x.data_ptr(), table, len(table))
         if code == library.WRONG_SIZES:
             raise ValueError("C decoder: the model's sizes do not agree with its tables")
         if code != 0:

@@ -20,6 +20,7 @@ from transformers import PreTrainedModel
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.calibration.paths import PathChoice
 from pld_cli.runtime.clib import library
+from pld_cli.runtime.clib.tables import Segment
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.kernels import CACHE_PADDING, folded_mask, folded_sdpa
 from pld_cli.runtime.native import decoder
@@ -36,6 +37,7 @@ from pld_cli.runtime.native.model import (
 from pld_cli.runtime.native.quantized.quantize import layouts
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
+PREFILL_SLICE = 256  # prompt rows per pass of the C decoder
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,24 @@ class Placement:
     rowwise: bool = False
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One document's rows in a pass of the C decoder: `ids` at positions start.. of cache region
+    `region`, and how many of its last rows' logits to return."""
+
+    region: int
+    start: int
+    ids: Sequence[int]
+    keep: int
+
+
 class NativeRuntime:
-    def __init__(self, model: PreTrainedModel, capacity: int) -> None:
-        self.weights = weights = native_weights(model)
+    def __init__(self, model: PreTrainedModel, capacity: int, regions: int = 1) -> None:
+        """Room for `capacity` positions in each of `regions` cache regions: one per document
+        decoded at once (../batch/); this runtime's own prefill, forward and rollback use the
+        first."""
+        self.model, self.weights = model, native_weights(model)
+        weights = self.weights
         self.context_limit = min(context_limit(model), capacity)
         window = sliding_window(model.config)
         if window is not None and window < self.context_limit:
@@ -72,8 +89,8 @@ class NativeRuntime:
         self.paths, self.choose = self.layout.paths, self.layout.choose
         self.refusal = None  # a rollback only moves the length back: always exact
         # Room past the context limit for the padded positions of a graph replay.
-        slots = self.context_limit + CACHE_PADDING
-        shape = (len(weights.layers), weights.kv_heads, slots, weights.head_dim)
+        self.span = self.context_limit + CACHE_PADDING  # slots per region
+        shape = (len(weights.layers), weights.kv_heads, regions * self.span, weights.head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=self.device)
         self.values = torch.zeros_like(self.keys)
         self.cos, self.sin = rope_tables(model, self.context_limit)  # [capacity, 1, head_dim]
@@ -120,11 +137,14 @@ class NativeRuntime:
 
     def prefill(self, ids: Sequence[int]) -> None:
         self._length = 0
-        if ids:
-            self.run(ids, keep=1)  # the loop never reads prefill logits: one row, not [P, vocab]
-            self._length = len(ids)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
+        # The C decoder takes a long prompt in slices, its partial sums bounded (any slicing
+        # gives each row the same bits); the loop never reads prefill logits: none are made.
+        step = PREFILL_SLICE if self.decoder is not None else max(len(ids), 1)
+        for start in range(0, len(ids), step):
+            self.run(ids[start : start + step], keep=0 if self.decoder is not None else 1)
+            self._length = min(start + step, len(ids))
+        if ids and self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
 
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         """Logits [len(ids), vocab] for the next token after each of ids."""
@@ -144,6 +164,8 @@ class NativeRuntime:
     def run(self, ids: Sequence[int], keep: int) -> torch.Tensor:
         """Writes ids' keys and values at slots length.., returns the last `keep` rows' logits."""
         start, q = self._length, len(ids)
+        if self.decoder is not None:
+            return self.run_pieces([Piece(0, start, ids, keep)])[0]
         x = self.weights.embed[torch.tensor(list(ids), device=self.device)]  # [q, hidden]
         cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
@@ -166,15 +188,28 @@ class NativeRuntime:
         mask = folded_mask(seen, self.groups, x.dtype)
         return self.layers(x, Placement(slots, capacity, cos, sin, mask, False), len(ids))
 
+    @torch.inference_mode()
+    def run_pieces(self, pieces: Sequence[Piece]) -> list[torch.Tensor]:
+        """One pass of the C decoder over several documents' rows (../batch/), each computed from
+        its own row alone: every piece's keys and values written in its region, its last `keep`
+        rows' logits [keep, vocab] returned in order. Moves no length."""
+        ids = [token for piece in pieces for token in piece.ids]
+        x = self.weights.embed[torch.tensor(ids, device=self.device)]  # [rows, hidden]
+        segments = [Segment(len(p.ids), p.region * self.span, p.start) for p in pieces]
+        x = self.decoder(x, segments).to(x.dtype)
+        ends = torch.tensor([len(p.ids) for p in pieces]).cumsum(0).tolist()
+        kept = torch.cat([x[end - p.keep : end] for p, end in zip(pieces, ends, strict=True)])
+        logits = self.head(kept, rowwise=True) if len(kept) else kept
+        return list(logits.split([p.keep for p in pieces]))
+
+    def head(self, x: torch.Tensor, padded: bool = False, rowwise: bool = False) -> torch.Tensor:
+        """The final norm and the LM head over rows x [n, hidden]: logits [n, vocab]."""
+        w = self.weights
+        return linear(rms_norm(x, w.norm, w.eps), w.head, None, padded, rowwise)
+
     def layers(self, x: torch.Tensor, at: Placement, keep: int) -> torch.Tensor:
         """The decoder over x [q, hidden] placed `at`: logits [keep, vocab] of the last rows."""
-        w = self.weights
-        if at.rowwise and self.decoder is not None:
-            x = self.decoder(x, at.end - x.shape[0]).to(x.dtype)
-        else:
-            x = self.blocks(x, at)
-        x = rms_norm(x[-keep:], w.norm, w.eps)
-        return linear(x, w.head, None, at.padded, at.rowwise)  # [keep, vocab]
+        return self.head(self.blocks(x, at)[-keep:], at.padded, at.rowwise)
 
     def blocks(self, x: torch.Tensor, at: Placement) -> torch.Tensor:
         """x [q, hidden] through every decoder layer, in torch."""

@@ -10,7 +10,7 @@
 
 const char* pld_variant(void) { return VARIANT; }
 
-/* The ABI version, then the size and every field offset of Matrix, Block and Decoder, in
+/* The ABI version, then the size and every field offset of Matrix, Block, Decoder and Segment, in
    declaration order, into out [n]; returns how many values there are. */
 int64_t pld_abi(int64_t* out, int64_t n) {
   const int64_t layout[] = {
@@ -47,6 +47,10 @@ int64_t pld_abi(int64_t* out, int64_t n) {
       offsetof(Decoder, values),
       offsetof(Decoder, cos),
       offsetof(Decoder, sin),
+      sizeof(Segment),
+      offsetof(Segment, rows),
+      offsetof(Segment, base),
+      offsetof(Segment, start),
   };
   int64_t count = sizeof layout / sizeof layout[0];
   memcpy(out, layout, sizeof(int64_t) * (n < count ? n : count));

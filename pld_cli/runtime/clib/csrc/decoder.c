@@ -1,4 +1,4 @@
-/* The decoder layers of a decode or verify pass over int8 weights in groups, in one call.
+/* The decoder layers of a pass over int8 weights in groups, in one call.
 
    A one-position pass is bound by reading its int8 weights, but torch's forward around the
    kernels cost as much again (a hundred small operations per layer, each a dispatch; figures in
@@ -9,8 +9,9 @@
    Every step computes each row from that row alone in a fixed order (the products and attention
    by construction, the norms and element-wise steps one row at a time), so a row of a verify
    pass gets the bits a pass over that row alone gives it: pld's output equals --no-pld's.
-   Prefills of more than one position run the torch forward over the same kernel; they are the
-   same for both. */
+   Prefills run here too, so a prompt's rows are computed the same way whether it enters the cache
+   in one pass or in slices beside other documents' rows (decoder.h's segments: each document its
+   own positions and cache region, attending to its own region alone). */
 
 #include <math.h>
 #include <stdint.h>
@@ -65,47 +66,65 @@ typedef struct {
   float *h, *qkv, *query, *attended, *merged, *y, *gate_up, *act;
 } Scratch;
 
-/* Layer l's attention over the normed rows h: writes their keys and values at slots
-   start..start+rows-1 and leaves the heads' outputs in s->merged [rows, heads * d]. */
-static int attention(const Decoder* m, int64_t l, const Block* b, int64_t rows, int64_t start,
-                     Scratch* s) {
+/* One segment's rows of q/k/v (in place: q/k norms, rotations at their positions) into its
+   queries [heads, rows, d] and its cache region's slots. */
+static void place(const Decoder* m, const Block* b, const Segment* g, float* qkv, float* keys,
+                  float* values, float* query) {
   int64_t d = m->head_dim, width = (m->heads + 2 * m->kv_heads) * d;
-  float* keys = m->keys + l * m->kv_heads * m->slots * d;
-  float* values = m->values + l * m->kv_heads * m->slots * d;
-  for (int64_t i = 0; i < rows; i++) {
-    float* row = s->qkv + i * width;
-    const float *cos = m->cos + (start + i) * d, *sin = m->sin + (start + i) * d;
+  for (int64_t i = 0; i < g->rows; i++) {
+    float* row = qkv + i * width;
+    int64_t position = g->start + i;
+    const float *cos = m->cos + position * d, *sin = m->sin + position * d;
     for (int64_t h = 0; h < m->heads + m->kv_heads; h++) {
       float* head = row + h * d;
       if (b->q_norm) rms_norm(head, d, h < m->heads ? b->q_norm : b->k_norm, m->eps, head);
       rotate(head, d, cos, sin);
     }
     for (int64_t h = 0; h < m->heads; h++)
-      for (int64_t e = 0; e < d; e++) s->query[(h * rows + i) * d + e] = row[h * d + e];
-    for (int64_t g = 0; g < m->kv_heads; g++)
+      for (int64_t e = 0; e < d; e++) query[(h * g->rows + i) * d + e] = row[h * d + e];
+    for (int64_t h = 0; h < m->kv_heads; h++)
       for (int64_t e = 0; e < d; e++) {
-        int64_t slot = (g * m->slots + start + i) * d + e;
-        keys[slot] = row[(m->heads + g) * d + e];
-        values[slot] = row[(m->heads + m->kv_heads + g) * d + e];
+        int64_t slot = (h * m->slots + g->base + position) * d + e;
+        keys[slot] = row[(m->heads + h) * d + e];
+        values[slot] = row[(m->heads + m->kv_heads + h) * d + e];
       }
   }
-  int code = attend_rows(s->query, keys, values, m->heads, m->kv_heads, rows, d, m->slots,
-                         start + 1, m->scaling, s->attended);
-  if (code != 0) return code;
-  for (int64_t i = 0; i < rows; i++)
-    for (int64_t h = 0; h < m->heads; h++)
-      for (int64_t e = 0; e < d; e++)
-        s->merged[(i * m->heads + h) * d + e] = s->attended[(h * rows + i) * d + e];
+}
+
+/* Layer l's attention over the pass's q/k/v rows (s->qkv), segment after segment: each writes its
+   keys and values into its own cache region and attends to that region alone. Leaves the heads'
+   outputs in s->merged [rows, heads * d]. */
+static int attention(const Decoder* m, int64_t l, const Block* b, const Segment* segments,
+                     int64_t count, Scratch* s) {
+  int64_t d = m->head_dim, width = (m->heads + 2 * m->kv_heads) * d;
+  float* keys = m->keys + l * m->kv_heads * m->slots * d;
+  float* values = m->values + l * m->kv_heads * m->slots * d;
+  int64_t first = 0; /* the segment's first row in the pass */
+  for (int64_t c = 0; c < count; c++) {
+    const Segment* g = segments + c;
+    float* query = s->query + first * m->heads * d; /* [heads, g->rows, d] */
+    float* attended = s->attended + first * m->heads * d;
+    place(m, b, g, s->qkv + first * width, keys, values, query);
+    int code = attend_rows(query, keys + g->base * d, values + g->base * d, m->heads,
+                           m->kv_heads, g->rows, d, m->slots, g->start + 1, m->scaling, attended);
+    if (code != 0) return code;
+    for (int64_t i = 0; i < g->rows; i++)
+      for (int64_t h = 0; h < m->heads; h++)
+        for (int64_t e = 0; e < d; e++)
+          s->merged[((first + i) * m->heads + h) * d + e] = attended[(h * g->rows + i) * d + e];
+    first += g->rows;
+  }
   return 0;
 }
 
-static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, int64_t start, Scratch* s) {
+static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, const Segment* segments,
+                 int64_t count, Scratch* s) {
   const Block* b = m->blocks + l;
   int64_t hidden = m->hidden, inner = b->gate_up.rows / 2;
   for (int64_t i = 0; i < rows; i++)
     rms_norm(x + i * hidden, hidden, b->attention_norm, m->eps, s->h + i * hidden);
   int code = product(&b->qkv, s->h, rows, s->qkv);
-  if (code == 0) code = attention(m, l, b, rows, start, s);
+  if (code == 0) code = attention(m, l, b, segments, count, s);
   if (code == 0) code = product(&b->out, s->merged, rows, s->y);
   if (code != 0) return code;
   for (int64_t e = 0; e < rows * hidden; e++) x[e] = x[e] + s->y[e];
@@ -136,11 +155,24 @@ static int shapes_agree(const Decoder* m) {
   return ok;
 }
 
-/* Runs every layer over x [rows, hidden] in place: rows at positions start..start+rows-1, row i
-   attending to slots [0, start + i]. Returns 0, -1 where memory could not be had, -2 where the
-   table's sizes disagree (with each other, the kernels or the cache). */
-int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start) {
-  if (rows <= 0 || start < 0 || start + rows > m->slots || !shapes_agree(m)) return -2;
+/* Whether the segments have rows and lie in the cache, each within its own region's slots. */
+static int64_t rows_of(const Decoder* m, const Segment* segments, int64_t count) {
+  int64_t rows = 0;
+  for (int64_t c = 0; c < count; c++) {
+    const Segment* g = segments + c;
+    if (g->rows <= 0 || g->start < 0 || g->base < 0 || g->base + g->start + g->rows > m->slots)
+      return -1;
+    rows += g->rows;
+  }
+  return count > 0 ? rows : -1;
+}
+
+/* Runs every layer over x [rows, hidden] in place, the rows of each segment in turn (decoder.h:
+   each document's rows, positions and cache region). Returns 0, -1 where memory could not be
+   had, -2 where the table's sizes disagree (with each other, the kernels or the cache). */
+int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t count) {
+  int64_t rows = rows_of(m, segments, count);
+  if (rows <= 0 || !shapes_agree(m)) return -2;
   int64_t d = m->head_dim, inner = 0;
   for (int64_t l = 0; l < m->layers; l++)
     inner = m->blocks[l].gate_up.rows / 2 > inner ? m->blocks[l].gate_up.rows / 2 : inner;
@@ -155,8 +187,8 @@ int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start) {
   float* all[] = {s.h, s.qkv, s.query, s.attended, s.merged, s.y, s.gate_up, s.act};
   int code = 0;
   for (int k = 0; k < 8; k++) code |= all[k] == NULL ? -1 : 0;
-  for (int64_t l = 0; l < m->layers && code == 0; l++) code = layer(m, l, x, rows, start, &s);
+  for (int64_t l = 0; l < m->layers && code == 0; l++)
+    code = layer(m, l, x, rows, segments, count, &s);
   for (int k = 0; k < 8; k++) free(all[k]);
   return code;
 }
-

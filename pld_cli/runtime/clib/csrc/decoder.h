@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define PLD_ABI_VERSION 3 /* raised with any change of a signature or a table below */
+#define PLD_ABI_VERSION 4 /* raised with any change of a signature or a table below */
 
 /* A GroupedMatrix [rows, cols] (see grouped.c: `group` inputs per scale, `bits` per weight) and
    its bias [rows] (NULL: none). */
@@ -36,11 +36,18 @@ typedef struct {
   const float* sin;
 } Decoder;
 
+/* One document's rows in a pass: `rows` consecutive rows of the pass at positions start..start +
+   rows - 1, whose keys and values go to cache slots base + start.. (the document's own region of
+   the cache begins at slot `base`), attending to that region's slots [base, base + start + i]. */
+typedef struct {
+  int64_t rows, base, start;
+} Segment;
+
 int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
                const float* offsets, int64_t N, int64_t K, int64_t group, int64_t bits, float* y);
 int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
                 float scale, float* out);
-int decode_rows(const Decoder* m, float* x, int64_t rows, int64_t start);
+int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t count);
 
 #endif

@@ -4,4 +4,5 @@
 #include "abi.c"
 #include "decoder.c"
 #include "grouped.c"
+#include "peak.c"
 #include "row_attention.c"
