@@ -3,6 +3,7 @@ source (pld_cli/runtime/clib/csrc/variants/), each an optional extension, so a m
 compiler (or without one for a variant's instructions) still installs pld and runs torch's path.
 -ffp-contract=off keeps the float work as written, so every variant gives the same bits."""
 
+import glob
 import platform
 
 from setuptools import Extension, setup
@@ -20,13 +21,7 @@ def variant(name: str, flags: list[str]) -> Extension:
     return Extension(
         f"pld_cli.runtime.clib._{name}",
         sources=[f"{CSRC}/variants/{name}.c"],
-        depends=[
-            f"{CSRC}/{part}"
-            for part in (
-                "kernels.c", "simd.h", "group_dots.h", "grouped.c", "decoder.h", "decoder.c",
-                "peak.c", "row_attention.c", "abi.c",
-            )
-        ],
+        depends=sorted(glob.glob(f"{CSRC}/*.[ch]")),  # every part kernels.c includes
         extra_compile_args=COMMON + flags,
         extra_link_args=["-fopenmp"],
         libraries=["m"],

@@ -1,10 +1,18 @@
 """-j N on this machine: documents decoded at once through pld's C decoder give the outputs of one
 after another; a bad file among them is one error line; float weights go one at a time and say
-so."""
+so; Ctrl-C cuts the documents in flight."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
+from test_server_cli import sigint_as_from_a_terminal
 
 from pld_cli.runtime.clib import library
 
@@ -42,3 +50,25 @@ def test_float_weights_go_one_document_at_a_time_and_say_so(pld, tiny, tmp_path)
     code, out, err = pld("summarize", *documents(tmp_path, 1, 2), *tiny, "-j", "2")
     assert code == 3 and out.count("==> ") == 2  # cut at --max-new-tokens 8
     assert "-j 2: this model's weights decode one document at a time" in err
+
+
+@needs_kernel
+def test_ctrl_c_cuts_the_documents_in_flight_and_exits_130(tiny_model_dir, tmp_path):
+    paths = documents(tmp_path, *[1] * 200)  # minutes of work: still decoding at the signal
+    command = [str(Path(sys.executable).parent / "pld"), "summarize", *paths, "-m", tiny_model_dir]
+    command += ["--quantize", "int8", "-j", "3", "--max-new-tokens", "400", "--allow-repetition"]
+    pld = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        preexec_fn=sigint_as_from_a_terminal,
+    )
+    time.sleep(15)
+    assert pld.poll() is None, pld.communicate()[1]
+    interrupted = time.perf_counter()
+    pld.send_signal(signal.SIGINT)
+    _, err = pld.communicate(timeout=60)
+    assert pld.returncode == 130 and "Traceback" not in err
+    assert time.perf_counter() - interrupted < 30

@@ -39,7 +39,7 @@ SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes me
 # ../native/attention.py; 5: they run all their layers in one C call, ../native/decoder.py, and
 # the int8 head in groups; 6: the C kernels come in variants per instruction set, named in the
 # runtime's name; 7: the grouped kernel takes four layouts, a GGUF's own blocks).
-KERNEL_REVISION = 7
+KERNEL_REVISION = 8
 # The calibration's tokens: a random pattern of this many, repeated, as text and copied spans are
 # (a head that recomputed the logits near the top one, as torch's int8 head did, cost twice the
 # kernel's time over random tokens: docs/design-measurements.md).
