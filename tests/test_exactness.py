@@ -10,6 +10,7 @@ from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
 from pld_cli.core.stats import Stats
 from pld_cli.engines.local import LocalEngine, decode_ids
+from pld_cli.loading.models import ModelSpec, load_model
 from pld_cli.runtime.hf.dynamic import DynamicRuntime
 from pld_cli.runtime.hf.static import StaticRuntime
 from pld_cli.runtime.names import RuntimeName
@@ -121,9 +122,11 @@ def test_default_model_same_output_on_every_runtime(default_model):
 
 
 @pytest.mark.slow
-def test_default_model_documents_at_once_equal_each_alone(default_model):
-    """Three documents of different lengths in shared passes (-j 3): each one's tokens are its
-    alone run's, with drafting and without."""
+def test_default_model_documents_at_once_equal_each_alone():
+    """Three documents of different lengths in shared passes (-j 3) on the default model's own
+    GGUF blocks (what it runs without options): each one's tokens are its alone run's, with
+    drafting and without."""
+    default_model = load_model(ModelSpec(device="cpu"))
     tasks = [
         Task("edit", EDIT_SOURCE, "Add a docstring to every function.", "geo.py"),
         Task("summarize", SUMMARY_SOURCE, name="library.txt"),
