@@ -69,8 +69,9 @@ def generate(
 ) -> Iterator[Event]:
     """Decoding of prompt_ids (greedy, or sampled): a Prefill event, then one Pass per pass.
 
-    costs[q] is the measured seconds of a pass over q positions (adaptive drafting only); without
-    it every pass size is taken to cost the same.
+    costs[q] is the measured seconds of a pass over q positions, or what q rows add to a pass
+    shared with other documents (adaptive drafting only); without it every pass size is taken
+    to cost the same.
     """
     if not prompt_ids:
         raise ValueError("empty prompt")

@@ -1,11 +1,12 @@
 """The native runtime: pld's own Llama-family forward (`model.py`) over a KV cache it owns.
 
-The cache is one [layers, kv_heads, capacity, head_dim] tensor each for keys and values, written at
-explicit positions, so a rollback only moves the length back: what a rejected draft left is never
-read, and the next pass overwrites it. Float linear layers run plain or padded (../kernels.py) per
-pass size, as the calibration chose (../calibration/). Quantized weights (`quantized/`) run their
-own kernels, and their decode and verify passes compute each row as a one-position pass would
-(`attention.py`; all layers in one C call: `decoder.py`). On CUDA, passes replay CUDA graphs
+The cache is one [layers, kv_heads, slots, head_dim] tensor each for keys and values (one region
+of slots per document decoded at once, ../batch/), written at explicit positions, so a rollback
+only moves the length back: what a rejected draft left is never read, and the next pass overwrites
+it. Float linear layers run plain or padded (../kernels.py) per pass size, as the calibration
+chose (../calibration/). Quantized weights (`quantized/`) run their own kernels, and their passes
+compute each row as a one-position pass would (`attention.py`; all layers in one C call, prefills
+included: `decoder.py`). On CUDA, passes replay CUDA graphs
 (`graphs.py`) over `run_fixed`, a pass whose shapes depend on its length only.
 """
 
@@ -139,9 +140,10 @@ class NativeRuntime:
         self._length = 0
         # The C decoder takes a long prompt in slices, its partial sums bounded (any slicing
         # gives each row the same bits); the loop never reads prefill logits: none are made.
-        step = PREFILL_SLICE if self.decoder is not None else max(len(ids), 1)
+        sliced = self.decoder is not None
+        step = PREFILL_SLICE if sliced else max(len(ids), 1)
         for start in range(0, len(ids), step):
-            self.run(ids[start : start + step], keep=0 if self.decoder is not None else 1)
+            self.run(ids[start : start + step], keep=0 if sliced else 1)
             self._length = min(start + step, len(ids))
         if ids and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
