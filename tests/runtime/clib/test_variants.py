@@ -60,11 +60,12 @@ def test_every_layouts_product_is_the_same_on_every_variant(monkeypatch, group, 
 
 
 @pytest.mark.parametrize("end", [1, 255, 600])  # within a chunk of slots, and across chunks
-def test_row_attention_is_the_same_on_every_variant(monkeypatch, end):
+@pytest.mark.parametrize("head_dim", [64, 128, 32])  # the kernel's two constant sizes, and any
+def test_row_attention_is_the_same_on_every_variant(monkeypatch, end, head_dim):
     query, keys, values = (
-        randn(6, 5, 64, seed=2),
-        randn(2, 640, 64, seed=3),
-        randn(2, 640, 64, seed=4),
+        randn(6, 5, head_dim, seed=2),
+        randn(2, 640, head_dim, seed=3),
+        randn(2, 640, head_dim, seed=4),
     )
     rows = min(5, end)
 

@@ -17,20 +17,40 @@
 #define CHUNK 256 /* cache slots per task: a row's split depends on its own length only */
 #define MAXD 256
 
+static const float LANE[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* The lane partials of q . key (q as `lanes` vectors): product and sum per lane, 16 lanes apart
+   (vf_sum ends it). */
+INLINE vf16 slot_lanes(const vf16* q, const float* key, int64_t lanes) {
+  vf16 acc = vf_mul(q[0], vf_load(key));
+  for (int64_t t = 1; t < lanes; t++) acc = vf_muladd(q[t], vf_load(key + 16 * t), acc);
+  return acc;
+}
+
 /* One query row q [d] over slots [from, to) of keys/values [*, d]: the chunk's max score, sum of
-   e^(score - max) and the e^(score - max)-weighted sum of values, out [d]. d a multiple of 16. */
-static void chunk(const float* q, const float* k, const float* v, int64_t d, int64_t from,
-                  int64_t to, float scale, float* m_out, float* s_out, float* out) {
+   e^(score - max) and the e^(score - max)-weighted sum of values, out [d]. d a multiple of 16; a
+   constant where inlined, so the lanes unroll and stay in registers. */
+INLINE void chunk_of(const float* q, const float* k, const float* v, int64_t d, int64_t from,
+                     int64_t to, float scale, float* m_out, float* s_out, float* out) {
   float score[CHUNK] __attribute__((aligned(64)));
   int64_t n = to - from, lanes = d / 16;
-  float top = -INFINITY;
-  for (int64_t j = 0; j < n; j++) {
-    const float* kj = k + (from + j) * d;
-    vf16 acc = vf_mul(vf_load(q), vf_load(kj));
-    for (int64_t t = 1; t < lanes; t++) acc = vf_muladd(vf_load(q + 16 * t), vf_load(kj + 16 * t), acc);
-    score[j] = vf_sum(acc) * scale;
-    if (score[j] > top) top = score[j]; /* fmaxf, inlined: a call per slot cost 2% of a prefill */
+  vf16 qv[MAXD / 16], tops = vf_set1(-INFINITY);
+  for (int64_t t = 0; t < lanes; t++) qv[t] = vf_load(q + 16 * t);
+  for (int64_t j = 0; j < n; j += 16) { /* 16 slots' lane sums at once (simd.h: vf_sums16) */
+    vf16 acc[16];
+    if (j + 16 <= n)
+      for (int64_t s = 0; s < 16; s++) acc[s] = slot_lanes(qv, k + (from + j + s) * d, lanes);
+    else
+      for (int64_t s = 0; s < 16; s++)
+        acc[s] = j + s < n ? slot_lanes(qv, k + (from + j + s) * d, lanes) : vf_zero();
+    vf16 scores = vf_mul(vf_sums16(acc), vf_set1(scale));
+    vf_store_n(score + j, scores, n - j);
+    vf16 past = vf_sub(vf_load(LANE), vf_set1((float)(n - j))); /* >= 0 past slot n */
+    tops = vf_max(tops, vf_if_negative(past, scores, vf_set1(-INFINITY)));
   }
+  float top = vf_max_all(tops);
   vf16 total = vf_zero();
   for (int64_t j = 0; j < n; j += 16) {
     vf16 e = vf_exp(vf_sub(vf_load_n(score + j, n - j), vf_set1(top)));
@@ -47,6 +67,17 @@ static void chunk(const float* q, const float* k, const float* v, int64_t d, int
   for (int64_t t = 0; t < lanes; t++) vf_store(out + 16 * t, o[t]);
   *m_out = top;
   *s_out = vf_sum(total);
+}
+
+/* chunk_of, its head size a constant for the common ones. */
+static void chunk(const float* q, const float* k, const float* v, int64_t d, int64_t from,
+                  int64_t to, float scale, float* m_out, float* s_out, float* out) {
+  if (d == 64)
+    chunk_of(q, k, v, 64, from, to, scale, m_out, s_out, out);
+  else if (d == 128)
+    chunk_of(q, k, v, 128, from, to, scale, m_out, s_out, out);
+  else
+    chunk_of(q, k, v, d, from, to, scale, m_out, s_out, out);
 }
 
 /* Row i's output [d] from its chunks' partials p [chunks][d + 2], in chunk order. */
@@ -93,10 +124,9 @@ int attend_rows(const float* query, const float* keys, const float* values, int6
     const float *k = keys + (h / groups) * stride * d, *v = values + (h / groups) * stride * d;
     chunk(query + (h * rows + i) * d, k, v, d, from, to, scale, p, p + 1, p + 2);
   }
-  for (int64_t h = 0; h < heads; h++)
-    for (int64_t i = 0; i < rows; i++)
-      combine(part + (h * rows + i) * most * (d + 2), (first + i + CHUNK - 1) / CHUNK, d,
-              out + (h * rows + i) * d);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < heads * rows; r++) /* r: head r / rows, row r % rows */
+    combine(part + r * most * (d + 2), (first + r % rows + CHUNK - 1) / CHUNK, d, out + r * d);
   free(part);
   return 0;
 }

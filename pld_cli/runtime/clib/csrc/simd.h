@@ -55,6 +55,27 @@ static inline float vf_sum(vf16 v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 static inline float vf_max_all(vf16 v) { return _mm512_reduce_max_ps(v); } /* exact in any order */
+/* Lane j: vf_sum(v[j]), for 16 vectors at once by the same tree, transposed: each step adds the
+   same lane pairs of two vectors with one shuffle each (halves, quarters, pairs, neighbours),
+   leaving lane 4k + m with vector k + 4m, put back in order by one permutation. */
+static inline vf16 vf_sums16(const vf16 v[16]) {
+  vf16 s8[8], s4[4], s2[2];
+  for (int p = 0; p < 8; p++) /* lanes 0..7: v[2p]'s i + i+8; 8..15: v[2p + 1]'s */
+    s8[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                          _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+  for (int r = 0; r < 4; r++) /* quarter k: v[4r + k]'s i + i+4 */
+    s4[r] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * r], s8[2 * r + 1], 0x88),
+                          _mm512_shuffle_f32x4(s8[2 * r], s8[2 * r + 1], 0xDD));
+  for (int u = 0; u < 2; u++) { /* quarter k: v[8u + k]'s i + i+2, then v[8u + 4 + k]'s */
+    __m512d a = _mm512_castps_pd(s4[2 * u]), b = _mm512_castps_pd(s4[2 * u + 1]);
+    s2[u] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                          _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  vf16 sums = _mm512_add_ps(_mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_ps(s2[0], s2[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0),
+                               sums);
+}
 
 #elif defined(__AVX2__)
 
@@ -177,6 +198,15 @@ static inline float vf_max_all(vf16 v) {
 #endif
 
 static inline vf16 vf_zero(void) { return vf_set1(0.0f); }
+
+#if !defined(__AVX512F__)
+/* Lane j: vf_sum(v[j]) (AVX-512 has a transposed form above). */
+static inline vf16 vf_sums16(const vf16 v[16]) {
+  float sums[16];
+  for (int j = 0; j < 16; j++) sums[j] = vf_sum(v[j]);
+  return vf_load(sums);
+}
+#endif
 
 /* a * b + c, rounded twice (the product, then the sum). */
 static inline vf16 vf_muladd(vf16 a, vf16 b, vf16 c) { return vf_add(vf_mul(a, b), c); }
