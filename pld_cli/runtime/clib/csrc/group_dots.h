@@ -67,8 +67,15 @@ ALWAYS_INLINE void plain_dots(const uint8_t* w, int width, int group, int bits,
 #define VARIANT "avx512-vnni"
 #define STEP_BYTES 1 /* X as one signed byte */
 
-ALWAYS_INLINE void keep_steps(const int32_t* X, int group, int8_t* out) {
-  for (int e = 0; e < group; e++) out[e] = (int8_t)X[e];
+/* Whole steps X (as floats) kept as bytes; returns their sum. */
+ALWAYS_INLINE int32_t keep_steps(const float* X, int group, int8_t* out) {
+  int32_t sum = 0;
+  for (int e = 0; e < group; e += 16) {
+    __m512i whole = _mm512_cvtps_epi32(_mm512_loadu_ps(X + e)); /* exact: X are whole */
+    _mm_storeu_si128((__m128i*)(out + e), _mm512_cvtepi32_epi8(whole));
+    sum += _mm512_reduce_add_epi32(whole);
+  }
+  return sum;
 }
 
 /* Four inputs (from `first`) of 16 outputs as bytes `wv`, into every row's sums. */
@@ -109,10 +116,13 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
 #define ROWS 2
 #define STEP_BYTES 2 /* X as 16 bits */
 
-ALWAYS_INLINE void keep_steps(const int32_t* X, int group, int8_t* out) {
+/* Whole steps X (as floats) kept as 16 bits; returns their sum. */
+ALWAYS_INLINE int32_t keep_steps(const float* X, int group, int8_t* out) {
   int16_t narrow[MAX_GROUP];
-  for (int e = 0; e < group; e++) narrow[e] = (int16_t)X[e];
+  int32_t sum = 0;
+  for (int e = 0; e < group; e++) sum += narrow[e] = (int16_t)X[e];
   memcpy(out, narrow, 2 * group);
+  return sum;
 }
 
 #if defined(__AVX2__)

@@ -40,9 +40,7 @@ static void split_row(const float* x, int64_t K, int group, int8_t* steps, float
     float whole[MAX_GROUP];
     vf_store(whole, vf_round(vf_div(x0, vf_set1(step))));
     vf_store(whole + 16, vf_round(vf_div(x1, vf_set1(step))));
-    int32_t X[MAX_GROUP], sum = 0;
-    for (int e = 0; e < group; e++) sum += X[e] = (int32_t)whole[e];
-    keep_steps(X, group, steps + STEP_BYTES * g * group);
+    int32_t sum = keep_steps(whole, group, steps + STEP_BYTES * g * group);
     a[g] = step;
     t[g] = step * (float)sum;
   }
