@@ -1,20 +1,19 @@
 /* The integer heart of grouped.c, once per instruction set: for one group of `group` (16 or 32)
    inputs and a block of up to 16 outputs, each row's exact u . X, where u are the weights' bytes
-   or nibbles (`bits` 8 or 4) and X the row's whole steps (|X| <= 127, a signed byte: the scheme
-   of llama.cpp's Q8_0 activations). Each variant keeps X as its instructions take it (STEP_BYTES
-   per input); all give the same integers (32 products of at most 255 * 127 fit 32 bits easily).
-   `group` and `bits` are constants where the callers are inlined, so each layout gets its own
-   unrolled loops.
+   or nibbles (`bits` 8 or 4) and X the row's whole steps (|X| <= 32639). Each variant keeps X as
+   its instructions take it; all give the same integers (below 2^31: 32 products of at most
+   255 * 32639). `group` and `bits` are constants where the callers are inlined, so each layout
+   gets its own unrolled loops.
 
-   - AVX-512 VNNI: X as one signed byte; vpdpbusd multiplies unsigned bytes by signed bytes, four
-     products per 32-bit lane.
+   - AVX-512 VNNI: X as two signed base-256 digits h, l (X = 256 h + l); vpdpbusd multiplies
+     unsigned bytes by signed bytes, four products per 32-bit lane, and 256 u.h + u.l = u.X.
    - AVX2: X as 16 bits; vpmaddwd multiplies 16-bit pairs (the bytes widened) into 32-bit sums.
    - plain C: the same products in a loop.
 
    Weights of a block of `width` outputs, per group: 8 bits, [group / 4][width][4 inputs] bytes
    (one 64-byte line: four inputs of 16 outputs); 4 bits, [group / 8][width][4] bytes whose low
    nibbles are inputs 0..3 of the eight and high nibbles inputs 4..7, so one line unpacks into the
-   8-bit layout's two lines. A row's steps take STEP_BYTES per input: [groups][STEP_BYTES group]. */
+   8-bit layout's two lines. A row's steps take 2 bytes per input either way: [groups][2 group]. */
 
 #ifndef PLD_GROUP_DOTS_H
 #define PLD_GROUP_DOTS_H
@@ -65,26 +64,30 @@ ALWAYS_INLINE void plain_dots(const uint8_t* w, int width, int group, int bits,
 #define ROWS 4   /* rows per tile */
 #define AHEAD 8  /* groups prefetched: faster one-row reads, docs/design-measurements.md */
 #define VARIANT "avx512-vnni"
-#define STEP_BYTES 1 /* X as one signed byte */
 
-/* Whole steps X (as floats) kept as bytes; returns their sum. */
+/* Whole steps X (as floats) kept as their two digits, highs then lows; returns their sum. */
 ALWAYS_INLINE int32_t keep_steps(const float* X, int group, int8_t* out) {
   int32_t sum = 0;
   for (int e = 0; e < group; e += 16) {
     __m512i whole = _mm512_cvtps_epi32(_mm512_loadu_ps(X + e)); /* exact: X are whole */
-    _mm_storeu_si128((__m128i*)(out + e), _mm512_cvtepi32_epi8(whole));
+    __m512i high = _mm512_srai_epi32(_mm512_add_epi32(whole, _mm512_set1_epi32(128)), 8);
+    __m512i low = _mm512_sub_epi32(whole, _mm512_slli_epi32(high, 8));
+    _mm_storeu_si128((__m128i*)(out + e), _mm512_cvtepi32_epi8(high));
+    _mm_storeu_si128((__m128i*)(out + group + e), _mm512_cvtepi32_epi8(low));
     sum += _mm512_reduce_add_epi32(whole);
   }
   return sum;
 }
 
-/* Four inputs (from `first`) of 16 outputs as bytes `wv`, into every row's sums. */
-ALWAYS_INLINE void dot_four(__m512i wv, const int8_t* steps, int64_t stride, int rows, int first,
-                            __m512i sums[ROWS]) {
+/* Four inputs (from `first`) of 16 outputs as bytes `wv`, into every row's two digit sums. */
+ALWAYS_INLINE void dot_four(__m512i wv, const int8_t* steps, int64_t stride, int group, int rows,
+                            int first, __m512i high[ROWS], __m512i low[ROWS]) {
   for (int i = 0; i < rows; i++) {
-    int32_t four; /* X of the four inputs, as one lane to broadcast */
-    memcpy(&four, steps + i * stride + first, 4);
-    sums[i] = _mm512_dpbusd_epi32(sums[i], wv, _mm512_set1_epi32(four));
+    int32_t hi, lo; /* four digits each, as one lane to broadcast */
+    memcpy(&hi, steps + i * stride + first, 4);
+    memcpy(&lo, steps + i * stride + group + first, 4);
+    high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(hi));
+    low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(lo));
   }
 }
 
@@ -92,8 +95,8 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
                               const int8_t* steps, int64_t stride, int rows,
                               int32_t dots[][BLOCK]) {
   __mmask16 lanes = width >= 16 ? 0xFFFF : (__mmask16)((1u << width) - 1);
-  __m512i sums[ROWS];
-  for (int i = 0; i < rows; i++) sums[i] = _mm512_setzero_si512();
+  __m512i high[ROWS], low[ROWS];
+  for (int i = 0; i < rows; i++) high[i] = low[i] = _mm512_setzero_si512();
   const int line_bytes = group * BLOCK * bits / 8;
   for (int line = 0; line < line_bytes / 64; line++)
     _mm_prefetch((const char*)(w + AHEAD * group * width * bits / 8 + 64 * line), _MM_HINT_T0);
@@ -101,20 +104,20 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
   for (int k = 0; k < group / 4; k += bits == 8 ? 1 : 2) {
     __m512i wv = _mm512_maskz_loadu_epi32(lanes, w + k * width * bits / 2);
     if (bits == 8) {
-      dot_four(wv, steps, stride, rows, 4 * k, sums);
+      dot_four(wv, steps, stride, group, rows, 4 * k, high, low);
     } else {
-      dot_four(_mm512_and_si512(wv, nibble), steps, stride, rows, 4 * k, sums);
+      dot_four(_mm512_and_si512(wv, nibble), steps, stride, group, rows, 4 * k, high, low);
       __m512i upper = _mm512_and_si512(_mm512_srli_epi16(wv, 4), nibble);
-      dot_four(upper, steps, stride, rows, 4 * k + 4, sums);
+      dot_four(upper, steps, stride, group, rows, 4 * k + 4, high, low);
     }
   }
-  for (int i = 0; i < rows; i++) _mm512_storeu_si512(dots[i], sums[i]);
+  for (int i = 0; i < rows; i++)
+    _mm512_storeu_si512(dots[i], _mm512_add_epi32(_mm512_slli_epi32(high[i], 8), low[i]));
 }
 
 #else
 
 #define ROWS 2
-#define STEP_BYTES 2 /* X as 16 bits */
 
 /* Whole steps X (as floats) kept as 16 bits; returns their sum. */
 ALWAYS_INLINE int32_t keep_steps(const float* X, int group, int8_t* out) {

@@ -9,17 +9,16 @@
    outputs]. The last block holds the N % 16 outputs left, if any, in the same order with that
    width (so the arrays are [N, K * bits / 8] and [N, K / group] in size, nothing padded).
 
-   Each input row is rounded, per group, to whole steps X = x / a with |X| <= 127 (a: the group's
-   largest |x| / 127), as llama.cpp rounds the activations of these block types (Q8_0, Q8_1).
-   Over a group each output gets the exact integer u . X, however the instruction set computes it
-   (group_dots.h: VNNI on X as a signed byte, AVX2 and plain C on X as 16 bits); then one
-   conversion to float, one scale (the group's weight scales times a) and two multiply-adds per
-   group and output (the offsets add offset times a times the group's sum of X), in simd.h's
-   lane-wise operations. So each output of each row is computed from that row and the weights
-   alone, group after group in order, with the same bits on every variant, whatever the number
-   of rows or threads: a verify pass gives each row what a one-position pass gives it. The
-   input's rounding is half a step, 1/254 of the group's largest value: what lets VNNI multiply
-   four inputs per lane in one instruction (16-bit steps took two, docs/batching.md). */
+   Each input row is rounded, per group, to whole steps X = x / a with |X| <= 32639 (a: the
+   group's largest |x| / 32639). Over a group each output gets the exact integer u . X, however
+   the instruction set computes it (group_dots.h: VNNI on two signed base-256 digits of X, AVX2
+   and plain C on X as 16 bits); then one conversion to float, one scale (the group's weight
+   scales times a) and two multiply-adds per group and output (the offsets add offset times a
+   times the group's sum of X), in simd.h's lane-wise operations. So each output of each row is
+   computed from that row and the weights alone, group after group in order, with the same bits on
+   every variant, whatever the number of rows or threads: a verify pass gives each row what a
+   one-position pass gives it. The input's rounding to 16 bits per group is 2^-15 of the group's
+   largest value. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,11 +26,11 @@
 #include "group_dots.h"
 #include "simd.h"
 
-#define LIMIT 127.0f /* the largest |X| of a signed byte */
+#define LIMIT 32639.0f /* 127 * 256 + 127: the largest |X| whose two digits fit a signed byte */
 
-/* Row x [K] as steps X (stored as group_dots.h keeps them, `steps` [STEP_BYTES K] bytes); per group
+/* Row x [K] as steps X (stored as group_dots.h keeps them, `digits` [2 K] bytes); per group
    [K / group]: the step a and a * the group's sum of X (t). */
-static void split_row(const float* x, int64_t K, int group, int8_t* steps, float* a, float* t) {
+static void split_row(const float* x, int64_t K, int group, int8_t* digits, float* a, float* t) {
   for (int64_t g = 0; g < K / group; g++) {
     vf16 x0 = vf_load(x + g * group);
     vf16 x1 = group == 32 ? vf_load(x + g * group + 16) : vf_zero();
@@ -40,7 +39,7 @@ static void split_row(const float* x, int64_t K, int group, int8_t* steps, float
     float whole[MAX_GROUP];
     vf_store(whole, vf_round(vf_div(x0, vf_set1(step))));
     vf_store(whole + 16, vf_round(vf_div(x1, vf_set1(step))));
-    int32_t sum = keep_steps(whole, group, steps + STEP_BYTES * g * group);
+    int32_t sum = keep_steps(whole, group, digits + 2 * g * group);
     a[g] = step;
     t[g] = step * (float)sum;
   }
@@ -49,15 +48,15 @@ static void split_row(const float* x, int64_t K, int group, int8_t* steps, float
 /* One block of `width` outputs (16, or fewer in the last block) for `rows` (up to ROWS) rows of
    the split input: y [rows, N] at the block's first output. */
 ALWAYS_INLINE void tile(const uint8_t* w, const float* s, const float* o, int64_t K,
-                        const int8_t* steps, const float* a, const float* t, float* y, int64_t N,
+                        const int8_t* digits, const float* a, const float* t, float* y, int64_t N,
                         int width, int rows, int group, int bits) {
   const int64_t G = K / group;
   vf16 acc[ROWS];
   for (int i = 0; i < rows; i++) acc[i] = vf_zero();
   for (int64_t g = 0; g < G; g++) {
     int32_t dots[ROWS][BLOCK] __attribute__((aligned(64)));
-    group_dots(w + g * group * width * bits / 8, width, group, bits, steps + STEP_BYTES * g * group,
-               STEP_BYTES * K, rows, dots);
+    group_dots(w + g * group * width * bits / 8, width, group, bits, digits + 2 * g * group,
+               2 * K, rows, dots);
     vf16 sv = vf_load_n(s + g * width, width), ov = vf_load_n(o + g * width, width);
     for (int i = 0; i < rows; i++) {
       vf16 scale = vf_mul(sv, vf_set1(a[i * G + g]));
@@ -69,9 +68,9 @@ ALWAYS_INLINE void tile(const uint8_t* w, const float* s, const float* o, int64_
 }
 
 #define TILE_ARGS                                                                         \
-  const uint8_t *w, const float *s, const float *o, int64_t K, const int8_t *steps, \
+  const uint8_t *w, const float *s, const float *o, int64_t K, const int8_t *digits, \
       const float *a, const float *t, float *y, int64_t N, int width
-#define TILE_PASS w, s, o, K, steps, a, t, y, N, width
+#define TILE_PASS w, s, o, K, digits, a, t, y, N, width
 typedef void (*Tile)(TILE_ARGS);
 
 /* One copy per row count and layout, so each keeps its accumulators in registers and its loops
@@ -113,14 +112,14 @@ int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
   if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0) return -2;
   if (M == 0) return 0;
   const int64_t G = K / group, blocks = (N + BLOCK - 1) / BLOCK;
-  int8_t* steps = malloc(STEP_BYTES * M * K);
+  int8_t* digits = malloc(2 * M * K);
   float* a = malloc(sizeof(float) * M * G);
   float* t = malloc(sizeof(float) * M * G);
-  int ok = steps && a && t;
+  int ok = digits && a && t;
   if (ok) {
 #pragma omp parallel for schedule(static) if (M >= ROWS)
-    for (int64_t m = 0; m < M; m++)
-      split_row(x + m * K, K, (int)group, steps + STEP_BYTES * m * K, a + m * G, t + m * G);
+    for (int64_t m = 0; m < M; m++) /* rows apart: each row's steps its own */
+      split_row(x + m * K, K, (int)group, digits + 2 * m * K, a + m * G, t + m * G);
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < blocks; b++) {
       const uint8_t* w = q + b * BLOCK * K * bits / 8;
@@ -128,12 +127,12 @@ int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
       int width = N - b * BLOCK < BLOCK ? (int)(N - b * BLOCK) : BLOCK;
       for (int64_t m = 0; m < M; m += ROWS) {
         int rows = M - m < ROWS ? (int)(M - m) : ROWS;
-        tiles[rows - 1](w, s, o, K, steps + STEP_BYTES * m * K, a + m * G, t + m * G,
+        tiles[rows - 1](w, s, o, K, digits + 2 * m * K, a + m * G, t + m * G,
                         y + m * N + b * BLOCK, N, width);
       }
     }
   }
-  free(steps);
+  free(digits);
   free(a);
   free(t);
   return ok ? 0 : -1;

@@ -4,8 +4,8 @@
 
    Two instructions per variant: the widest int8 product the instruction set has (`widest` = 1:
    vpdpbusd, 64 byte products; AVX2's vpmaddubsw, 32, its 16-bit sums added saturating) and the one
-   grouped.c's exact u . X runs on (0: on VNNI the same vpdpbusd, X being a signed byte; AVX2's
-   vpmaddwd, 16). Returns the multiply-accumulates done, over all threads. */
+   grouped.c's exact u . X runs on (0: vpdpbusd on two digits of X, so 32 products of u . X per
+   instruction; AVX2's vpmaddwd, 16). Returns the multiply-accumulates done, over all threads. */
 
 #include <stdint.h>
 
@@ -25,7 +25,7 @@ int64_t pld_peak(int64_t rounds, int64_t widest) {
     for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_epi32(c);
     for (int64_t r = 0; r < rounds; r++)
       for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
-    per = 64; /* the kernel's instruction is the widest: X is a byte */
+    per = widest ? 64 : 32;
     for (int c = 0; c < CHAINS; c++) kept += _mm512_reduce_add_epi32(acc[c]);
 #elif defined(__AVX2__)
     __m256i acc[CHAINS], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5);

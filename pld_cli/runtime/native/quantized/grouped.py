@@ -10,8 +10,7 @@ float32 rounding). A GGUF's own blocks map onto the layouts exactly (loading/ggu
 4-bit types stay nibbles, the K-quants' sub-blocks of 16 keep their own scales. The kernel
 computes each row apart in a fixed order, so rows stand alone by construction; its float work is
 per group and 16 outputs, so prefills run it too (docs/design-measurements.md). A weight is
-scale * u + offset for its unsigned u; the inputs are rounded per group to signed bytes, as
-llama.cpp rounds them for these block types (Q8_0 activations).
+scale * u + offset for its unsigned u; the inputs keep 16 bits per group.
 """
 
 from __future__ import annotations
