@@ -13,14 +13,14 @@ needs_kernel = pytest.mark.skipif(
 HEADS, KV_HEADS, D, SLOTS = 9, 3, 64, 800
 
 
-def cache(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def cache(seed: int, d: int = D) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
-    keys = torch.randn(KV_HEADS, SLOTS, D, generator=generator)
-    return keys, torch.randn(KV_HEADS, SLOTS, D, generator=generator)
+    keys = torch.randn(KV_HEADS, SLOTS, d, generator=generator)
+    return keys, torch.randn(KV_HEADS, SLOTS, d, generator=generator)
 
 
-def queries(rows: int, seed: int = 1) -> torch.Tensor:
-    return 2 * torch.randn(HEADS, rows, D, generator=torch.Generator().manual_seed(seed))
+def queries(rows: int, seed: int = 1, d: int = D) -> torch.Tensor:
+    return 2 * torch.randn(HEADS, rows, d, generator=torch.Generator().manual_seed(seed))
 
 
 @needs_kernel
@@ -39,9 +39,10 @@ def test_the_kernel_is_sdpa_over_each_rows_own_slots(end):
 
 @needs_kernel
 @pytest.mark.parametrize("end", [30, 256, 513, 700])
-def test_a_row_gets_the_same_bits_alone_or_in_a_pass(end):
-    keys, values = cache(2)
-    query = queries(25, seed=3)
+@pytest.mark.parametrize("d", [64, 128, 32])  # the kernel takes rows four, two and one at a time
+def test_a_row_gets_the_same_bits_alone_or_in_a_pass(end, d):
+    keys, values = cache(2, d)
+    query = queries(25, seed=3, d=d)
     together = attend_rows(query, keys, values, end, 0.125, use_kernel=True)
     first = end - 25 + 1
     for i in range(25):
