@@ -27,6 +27,8 @@
 #include "simd.h"
 
 #define LIMIT 32639.0f /* 127 * 256 + 127: the largest |X| whose two digits fit a signed byte */
+#define SPREAD_ROWS 64 /* rows from which the split runs on every core: a prompt's slice, not a
+                          verify pass, whose split is less work than waking the other threads */
 
 /* Row x [K] as steps X (stored as group_dots.h keeps them, `digits` [2 K] bytes); per group
    [K / group]: the step a and a * the group's sum of X (t). */
@@ -117,7 +119,7 @@ int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
   float* t = malloc(sizeof(float) * M * G);
   int ok = digits && a && t;
   if (ok) {
-#pragma omp parallel for schedule(static) if (M >= ROWS)
+#pragma omp parallel for schedule(static) if (M >= SPREAD_ROWS)
     for (int64_t m = 0; m < M; m++) /* rows apart: each row's steps its own */
       split_row(x + m * K, K, (int)group, digits + 2 * m * K, a + m * G, t + m * G);
 #pragma omp parallel for schedule(static)

@@ -16,6 +16,9 @@
 
 #define CHUNK 256 /* cache slots per task: a row's split depends on its own length only */
 #define MAXD 256
+#define SPREAD_ROWS 64 /* rows from which the chunks are combined on every core: a prompt's
+                          slice, not a decode or verify pass, whose combine is less work than
+                          waking the other threads */
 
 static const float LANE[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
@@ -38,7 +41,7 @@ INLINE vf16 slot_lanes(const vf16* q, const float* key, int64_t lanes) {
 INLINE void score_block(const vf16* q, const float* key, int64_t d, int64_t here, float scale,
                         float* out, vf16* top) {
   vf16 acc[16];
-  if (here == 16)
+  if (here == 16) /* a whole block: no test per slot */
     for (int64_t s = 0; s < 16; s++) acc[s] = slot_lanes(q, key + s * d, d / 16);
   else
     for (int64_t s = 0; s < 16; s++) acc[s] = s < here ? slot_lanes(q, key + s * d, d / 16) : vf_zero();
@@ -157,7 +160,7 @@ int attend_rows(const float* query, const float* keys, const float* values, int6
     chunk(query + (h * rows + i) * d, k, v, d, from, n, (int)(end - i), scale,
           part + ((h * rows + i) * most + c) * (d + 2), most * (d + 2));
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows >= SPREAD_ROWS)
   for (int64_t r = 0; r < heads * rows; r++) /* r: head r / rows, row r % rows */
     combine(part + r * most * (d + 2), (first + r % rows + CHUNK - 1) / CHUNK, d, out + r * d);
   free(part);
