@@ -19,6 +19,7 @@
 
 #include "decoder.h"
 #include "simd.h"
+#include "spread.h"
 
 /* y [rows, N] = x [rows, K] @ W.T + bias */
 static int product(const Matrix* m, const float* x, int64_t rows, float* y) {
@@ -71,6 +72,7 @@ typedef struct {
 static void place(const Decoder* m, const Block* b, const Segment* g, float* qkv, float* keys,
                   float* values, float* query) {
   int64_t d = m->head_dim, width = (m->heads + 2 * m->kv_heads) * d;
+#pragma omp parallel for schedule(static) if (g->rows >= SPREAD_ROWS)
   for (int64_t i = 0; i < g->rows; i++) {
     float* row = qkv + i * width;
     int64_t position = g->start + i;
@@ -108,6 +110,7 @@ static int attention(const Decoder* m, int64_t l, const Block* b, const Segment*
     int code = attend_rows(query, keys + g->base * d, values + g->base * d, m->heads,
                            m->kv_heads, g->rows, d, m->slots, g->start + 1, m->scaling, attended);
     if (code != 0) return code;
+#pragma omp parallel for schedule(static) if (g->rows >= SPREAD_ROWS)
     for (int64_t i = 0; i < g->rows; i++)
       for (int64_t h = 0; h < m->heads; h++)
         for (int64_t e = 0; e < d; e++)
@@ -117,27 +120,42 @@ static int attention(const Decoder* m, int64_t l, const Block* b, const Segment*
   return 0;
 }
 
+/* Row i of x [rows, hidden] += y's row i, then its RMSNorm into h (the next step's input). */
+static void add_and_norm(float* x, const float* y, int64_t i, int64_t hidden, const float* weight,
+                         float eps, float* h) {
+  float* row = x + i * hidden;
+  if (y)
+    for (int64_t e = 0; e < hidden; e++) row[e] = row[e] + y[i * hidden + e];
+  if (weight) rms_norm(row, hidden, weight, eps, h + i * hidden);
+}
+
+/* The row-wise steps between products: (x += y), then h = norm(x), each row on its own (so on
+   any core: the same bits). A pass of SPREAD_ROWS rows or more spreads them over the cores. */
+static void rows_add_and_norm(float* x, const float* y, int64_t rows, int64_t hidden,
+                              const float* weight, float eps, float* h) {
+#pragma omp parallel for schedule(static) if (rows >= SPREAD_ROWS)
+  for (int64_t i = 0; i < rows; i++) add_and_norm(x, y, i, hidden, weight, eps, h);
+}
+
 static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, const Segment* segments,
                  int64_t count, Scratch* s) {
   const Block* b = m->blocks + l;
   int64_t hidden = m->hidden, inner = b->gate_up.rows / 2;
-  for (int64_t i = 0; i < rows; i++)
-    rms_norm(x + i * hidden, hidden, b->attention_norm, m->eps, s->h + i * hidden);
+  rows_add_and_norm(x, NULL, rows, hidden, b->attention_norm, m->eps, s->h);
   int code = product(&b->qkv, s->h, rows, s->qkv);
   if (code == 0) code = attention(m, l, b, segments, count, s);
   if (code == 0) code = product(&b->out, s->merged, rows, s->y);
   if (code != 0) return code;
-  for (int64_t e = 0; e < rows * hidden; e++) x[e] = x[e] + s->y[e];
-  for (int64_t i = 0; i < rows; i++)
-    rms_norm(x + i * hidden, hidden, b->mlp_norm, m->eps, s->h + i * hidden);
+  rows_add_and_norm(x, s->y, rows, hidden, b->mlp_norm, m->eps, s->h);
   code = product(&b->gate_up, s->h, rows, s->gate_up);
   if (code != 0) return code;
+#pragma omp parallel for schedule(static) if (rows >= SPREAD_ROWS)
   for (int64_t i = 0; i < rows; i++) {
     const float* gate = s->gate_up + i * 2 * inner;
     gated_silu(gate, gate + inner, inner, s->act + i * inner);
   }
   code = product(&b->down, s->act, rows, s->y);
-  for (int64_t e = 0; e < rows * hidden && code == 0; e++) x[e] = x[e] + s->y[e];
+  if (code == 0) rows_add_and_norm(x, s->y, rows, hidden, NULL, m->eps, NULL);
   return code;
 }
 

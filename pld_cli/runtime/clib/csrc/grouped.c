@@ -25,10 +25,9 @@
 
 #include "group_dots.h"
 #include "simd.h"
+#include "spread.h"
 
 #define LIMIT 32639.0f /* 127 * 256 + 127: the largest |X| whose two digits fit a signed byte */
-#define SPREAD_ROWS 64 /* rows from which the split runs on every core: a prompt's slice, not a
-                          verify pass, whose split is less work than waking the other threads */
 
 /* Row x [K] as steps X (stored as group_dots.h keeps them, `digits` [2 K] bytes); per group
    [K / group]: the step a and a * the group's sum of X (t). */

@@ -13,12 +13,10 @@
 #include <stdlib.h>
 
 #include "simd.h"
+#include "spread.h"
 
 #define CHUNK 256 /* cache slots per task: a row's split depends on its own length only */
 #define MAXD 256
-#define SPREAD_ROWS 64 /* rows from which the chunks are combined on every core: a prompt's
-                          slice, not a decode or verify pass, whose combine is less work than
-                          waking the other threads */
 
 static const float LANE[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
