@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
 from pathlib import Path
 
 from pld_cli.bench import prefill, throughput
 from pld_cli.bench.corpus import expand, load_corpora
+from pld_cli.bench.machine import describe
 from pld_cli.cli.options import Settings
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import LocalEngine
@@ -38,7 +38,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     loaded = load_model(Settings().model_spec(), lambda _: None)
-    results = {"machine": machine(), "weights": loaded.weights, "runs": []}
+    results = {"machine": describe("cpu"), "weights": loaded.weights, "runs": []}
     server = open_server(Settings(server=args.server), lambda _: None) if args.server else None
     for tokens in map(int, args.tokens.split(",")):
         config = DecodeConfig(max_new_tokens=tokens)
@@ -85,17 +85,6 @@ def prefill_row(rate: dict) -> str:
         f"{rate['peak_widest_gmac_per_s']} | {rate['fraction_of_kernel']:.1%} of "
         f"{rate['peak_kernel_gmac_per_s']} ({rate['variant']}) |"
     )
-
-
-def machine() -> str:
-    name = platform.processor()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    return name
 
 
 if __name__ == "__main__":

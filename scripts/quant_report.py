@@ -31,6 +31,7 @@ from pass_table import SIZES, read_bandwidth, timed
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from pld_cli.bench.corpus import load_corpora
+from pld_cli.bench.machine import cpu_name
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import decode_ids
 from pld_cli.loading.models import ModelSpec, load_model
@@ -221,10 +222,8 @@ def main() -> None:
     if args.big_of:
         return big_model(args.big_of, args.context, args.rounds)
     schemes = args.schemes.split(",")
-    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines()
-    cpu = next(line for line in cpuinfo if line.startswith("model name"))
     threads = torch.get_num_threads()
-    print(f"{cpu.split(':')[1].strip()}, {threads} threads, torch {torch.__version__}")
+    print(f"{cpu_name()}, {threads} threads, torch {torch.__version__}")
     loaded = {
         scheme: load_model(ModelSpec(device="cpu", quantize=scheme))
         for scheme in ["none", *schemes]

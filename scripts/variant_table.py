@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
-from pathlib import Path
 
 import torch
 from pass_table import timed
 
+from pld_cli.bench.machine import cpu_name
 from pld_cli.loading.models import ModelSpec, load_model
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.runtime import NativeRuntime
@@ -29,12 +28,6 @@ def use(variant: library.Variant) -> None:
     os.environ["PLD_KERNELS"] = variant.value
     library._load.cache_clear()
     assert library.variant() is variant
-
-
-def cpu_name() -> str:
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
-    return names[0] if names else platform.processor()
 
 
 def main() -> None:

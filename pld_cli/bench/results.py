@@ -107,6 +107,7 @@ class BenchReport:
     runtimes: dict[str, str] = field(default_factory=dict)  # method -> runtime that ran it
     throughput: list[Throughput] = field(default_factory=list)  # the corpus, wall time
     prefill: PrefillRate | None = None  # with --concurrency: the prefill rate and the peak
+    machine: str = ""  # the CPU or GPU it ran on, in one line (machine.py)
 
     def summary(self, loop_free: bool = False) -> dict[str, dict[str, dict]]:
         """Per corpus and method: aggregate tok/s, its ratio to greedy's and to hf-greedy's,
@@ -157,6 +158,7 @@ class BenchReport:
         return {
             "model": self.model,
             "device": self.device,
+            "machine": self.machine,
             "dtype": self.dtype,
             "weights": self.weights,
             "repeat": self.repeat,

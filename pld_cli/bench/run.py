@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from pld_cli.bench import prefill, throughput
 from pld_cli.bench.corpus import Item, expand
+from pld_cli.bench.machine import describe
 from pld_cli.bench.methods import LOOP_RUNNERS, RUNNERS, MethodRun, runner
 from pld_cli.bench.results import BenchReport, ItemResult, MethodResult, first_divergence
 from pld_cli.core.config import DecodeConfig
@@ -60,6 +61,7 @@ def run_bench(
         repeat,
         config.max_new_tokens,
         config.sampling,
+        machine=describe(loaded.device),
     )
     local = LocalEngine(loaded)
     limit = min(local.context, server.context) if server else local.context

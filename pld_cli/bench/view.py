@@ -169,6 +169,8 @@ def show(report: BenchReport, to_stderr: bool) -> None:
         f"{report.repeat}, ≤{report.max_new_tokens} new tokens, {report.wall_s:.1f} s in all",
         markup=False,
     )
+    if report.machine:
+        out.print(f"machine: {report.machine}", markup=False)
     if report.runtimes:
         runtimes = ", ".join(f"{m}: {name}" for m, name in report.runtimes.items())
         out.print(f"runtimes: {runtimes}", markup=False)

@@ -13,6 +13,7 @@ from pld_cli.bench import results as bench_results
 from pld_cli.bench import run as bench
 from pld_cli.bench import view as bench_view
 from pld_cli.bench.corpus import Item, load_corpus
+from pld_cli.bench.machine import describe
 from pld_cli.bench.methods import MethodRun
 from pld_cli.bench.results import BenchReport, ItemResult, MethodResult
 from pld_cli.cli.app import main
@@ -101,6 +102,7 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
     assert set(data) == {
         "model",
         "device",
+        "machine",
         "dtype",
         "weights",
         "repeat",
@@ -116,6 +118,7 @@ def test_bench_json_schema_and_aggregates(tiny_model_dir, corpus, capsys):
         "prefill",
     }
     assert data["documents"] == {}  # no item was too long for one call
+    assert data["machine"] == describe("cpu")
     assert data["throughput"] == [] and data["prefill"] is None  # measured with --concurrency
     assert (data["device"], data["dtype"], data["repeat"], data["max_new_tokens"]) == (
         "cpu",
@@ -192,6 +195,7 @@ def test_table_on_stdout_without_json(tiny_model_dir, corpus, capsys):
     code, out, err = pld(bench_argv(tiny_model_dir, corpus, 4, "--methods", "pld,hf-pld"), capsys)
     assert (code, err) == (0, "")
     assert "mini/e1" in out and "hf-pld" in out
+    assert f"machine: {describe('cpu')}" in out
 
 
 def test_missing_manifest(tmp_path, capsys):
