@@ -52,11 +52,15 @@ def measure(
     first: Sequence[list[int]] | None = None,
 ) -> tuple[Throughput, list[list[int]]]:
     """All prompts through the engine, `concurrency` at a time, timed from first to last; and
-    each document's tokens, counted identical to `first`'s where given."""
+    each document's tokens, counted identical to `first`'s where given. One at a time runs on
+    this thread, as `pld -j 1` does (a thread of its own would start a second OpenMP team)."""
+    jobs = list(zip(prompts, configs, strict=True))
     start = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        jobs = zip(prompts, configs, strict=True)
-        outputs = list(pool.map(lambda job: engine.decode(*job)[0], jobs))
+    if concurrency == 1:
+        outputs = [engine.decode(*job)[0] for job in jobs]
+    else:
+        with ThreadPoolExecutor(concurrency) as pool:
+            outputs = list(pool.map(lambda job: engine.decode(*job)[0], jobs))
     wall = time.perf_counter() - start
     same = None if first is None else sum(a == b for a, b in zip(outputs, first, strict=True))
     tokens = sum(map(len, outputs))

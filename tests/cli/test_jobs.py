@@ -70,5 +70,5 @@ def test_ctrl_c_cuts_the_documents_in_flight_and_exits_130(tiny_model_dir, tmp_p
     interrupted = time.perf_counter()
     pld.send_signal(signal.SIGINT)
     _, err = pld.communicate(timeout=60)
-    assert pld.returncode == 130 and "Traceback" not in err
+    assert pld.returncode == 130 and "Traceback" not in err, err[-1500:]
     assert time.perf_counter() - interrupted < 30

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from pld_cli.core.runtime import Runtime
 from pld_cli.runtime.batch.scheduler import Batch
+from pld_cli.runtime.clib.threads import release_team
 from pld_cli.runtime.native.quantized.quantize import weight_bytes
 from pld_cli.runtime.native.runtime import NativeRuntime
 
@@ -47,6 +48,7 @@ def open_batch(
             f"each, and {CACHE_SHARE:.0%} of the memory the weights leave holds {regions}"
         )
     batch = Batch(NativeRuntime(runtime.model, capacity, regions), regions)
+    release_team()  # the batch's thread runs the passes, its team the only one (clib/threads.py)
     note(f"batch: {regions} documents at once, each its own KV cache of {capacity} positions")
     return batch, why
 

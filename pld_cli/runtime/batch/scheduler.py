@@ -3,10 +3,12 @@
 Each document in flight holds a slot: a region of one native runtime's cache (its own positions,
 its own length). Its decode loop (core/decode.py) runs unchanged in its own thread over a `Slot`,
 which is a `Runtime`: a prefill or a forward hands the slot's rows to the `Batch` and waits. When
-every slot in flight has handed in its rows, the thread that came last runs one pass of the C
+every slot in flight has handed in its rows, the batch's own thread runs one pass of the C
 decoder over all of them (NativeRuntime.run_pieces): every slot's decode or verify rows whole, and
 prompts in slices of PREFILL_SLICE rows among them, so the others keep decoding beside a long
-prefill. A finished document frees its slot for the next one.
+prefill. A finished document frees its slot for the next one. Every pass runs on that one thread,
+while documents are in flight, and the documents' threads run no OpenMP team: one team in the
+process keeps its threads spinning between a pass's steps (runtime/clib/threads.py).
 
 Why each document's tokens are those it gets alone (and under --no-pld): the C decoder computes
 every row from that row alone (its products and attention never mix rows, grouped.c and
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from pld_cli.runtime.clib.threads import serial_thread
 from pld_cli.runtime.native.runtime import PREFILL_SLICE, NativeRuntime, Piece
 
 
@@ -57,7 +60,7 @@ class Batch:
     held: int = 0  # slots in use: documents in flight
     waiting: dict[int, Rows] = field(default_factory=dict)  # by region, in the order handed in
     last_pass: dict[int, int] = field(default_factory=dict)  # rows per region, the latest pass
-    running: bool = False
+    passes: threading.Thread | None = None  # the thread that runs them, while slots are held
     closed: bool = False
     lock: threading.Condition = field(default_factory=threading.Condition)
 
@@ -67,6 +70,7 @@ class Batch:
     @contextmanager
     def slot(self) -> Iterator[Slot]:
         """A free slot for one document's decode, waited for when all are held."""
+        serial_thread()
         with self.lock:
             while not self.free:
                 self.check_open()
@@ -74,6 +78,9 @@ class Batch:
             self.check_open()
             region = self.free.pop(0)
             self.held += 1
+            if self.passes is None:
+                self.passes = threading.Thread(target=self.serve, name="pld-passes", daemon=True)
+                self.passes.start()
         try:
             yield Slot(self, region)
         finally:
@@ -84,10 +91,14 @@ class Batch:
                 self.lock.notify_all()  # one fewer to wait for; a slot to take
 
     def close(self) -> None:
-        """Every document waiting for a pass or a slot raises Cancelled."""
+        """Every document waiting for a pass or a slot raises Cancelled; returns when the pass in
+        flight, if any, has ended (so the process may exit: no thread is left inside torch)."""
         with self.lock:
             self.closed = True
             self.lock.notify_all()
+            passes = self.passes
+        if passes is not None:
+            passes.join()
 
     def check_open(self) -> None:
         if self.closed:
@@ -97,15 +108,24 @@ class Batch:
         """Hands in a slot's rows; returns once passes have run them all."""
         with self.lock:
             self.waiting[region] = rows
+            self.lock.notify_all()
             while not rows.done:
                 self.check_open()
-                if not self.running and len(self.waiting) == self.held:
-                    self.lead()
-                else:
-                    self.lock.wait()
+                self.lock.wait()
         if rows.error is not None:
             raise rows.error
         return rows
+
+    def serve(self) -> None:
+        """The batch's thread: a pass each time every slot held has handed in its rows, until no
+        slot is held (a later one starts the thread again) or the batch is closed."""
+        with self.lock:
+            while self.held and not self.closed:
+                if self.waiting and len(self.waiting) == self.held:
+                    self.lead()
+                else:
+                    self.lock.wait()
+            self.passes = None
 
     def lead(self) -> None:
         """One pass over the rows handed in (called holding the lock, released while it runs)."""
@@ -114,7 +134,6 @@ class Batch:
             Piece(region, rows.start, rows.ids[:n], n * rows.logits_wanted)
             for region, rows, n in taken
         ]
-        self.running = True
         self.lock.release()
         try:
             logits, error = self.runtime.run_pieces(pieces), None
@@ -122,7 +141,6 @@ class Batch:
             logits, error = [None] * len(pieces), exc
         finally:
             self.lock.acquire()
-            self.running = False
         for (region, rows, n), rows_logits in zip(taken, logits, strict=True):
             rows.ids, rows.start, rows.logits, rows.error = (
                 rows.ids[n:],
@@ -132,7 +150,7 @@ class Batch:
             )
             if not rows.ids or error is not None:
                 rows.done = True
-                del self.waiting[region]
+                self.waiting.pop(region, None)  # its slot may have been let go meanwhile
         self.last_pass = {region: n for region, _, n in taken}
         self.lock.notify_all()
 

@@ -2,6 +2,7 @@
 prompt sliced among the others' rows; a slot freed by a finished or failed document is taken by
 the next; closing the batch cancels the documents waiting."""
 
+import ctypes
 import threading
 
 import pytest
@@ -120,6 +121,39 @@ def test_a_finished_document_frees_its_slot_for_the_next():
         thread.join()
     assert sorted(order) == [("a", 0), ("b", 0)]
     assert batch.runtime.passes == [[(0, 3)], [(0, 1)]] * 2
+
+
+def test_every_pass_runs_on_the_batchs_one_thread_and_documents_open_no_team():
+    recorded, runners, teams = Recorded(), [], []
+    run_pieces = recorded.run_pieces
+    recorded.run_pieces = lambda pieces: (
+        runners.append(threading.current_thread()) or run_pieces(pieces)
+    )
+    batch = Batch(recorded, 3)
+
+    def run(n: int) -> None:
+        with batch.slot() as slot:
+            slot.prefill(list(range(n)))
+            slot.forward([1, 2])
+            if library.loaded() is not None:
+                teams.append(max_threads())
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (2, 5, 9)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(runners) >= 2 and {thread.name for thread in runners} == {"pld-passes"}
+    assert len(set(runners)) == 1 and runners[0] not in threads
+    assert teams in ([], [1, 1, 1])  # each document's OpenMP regions run on its thread alone
+    runners[0].join(timeout=5)
+    assert not runners[0].is_alive() and batch.passes is None  # no slot held: the thread ends
+
+
+def max_threads() -> int:
+    lib = library.loaded()
+    lib.omp_get_max_threads.restype = ctypes.c_int
+    return lib.omp_get_max_threads()
 
 
 def test_a_failed_document_does_not_hold_the_others():
