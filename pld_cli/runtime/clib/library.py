@@ -24,12 +24,16 @@ import torch  # noqa: F401  (loads torch's libgomp first, which the library then
 
 from pld_cli.runtime.clib.tables import FLOAT, INT, PTR, layout_mismatch
 
-# Each kernel and its arguments.
+# Each kernel and its arguments; then the OpenMP runtime's own functions that pld calls through
+# the library (threads.py), which links it.
 SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
     "grouped_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, INT, INT, PTR], ctypes.c_int),
     "decode_rows": ([PTR, PTR, PTR, INT], ctypes.c_int),
     "pld_peak": ([INT, INT], INT),
+    "omp_set_num_threads": ([ctypes.c_int], None),
+    "omp_get_max_threads": ([], ctypes.c_int),
+    "omp_pause_resource_all": ([ctypes.c_int], ctypes.c_int),
 }
 WRONG_SIZES = -2  # what a kernel returns for sizes it does not take (csrc/)
 
@@ -65,7 +69,8 @@ def variant() -> Variant | None:
 
 
 def kernel(name: str):
-    """One kernel of the library, or None where no library is loaded."""
+    """One function of the library (a kernel, or OpenMP's in SIGNATURES), or None where no library
+    is loaded."""
     lib = loaded()
     return getattr(lib, name) if lib is not None else None
 

@@ -12,8 +12,6 @@ the thread that opened it gives up its team, and the documents' threads keep the
 
 from __future__ import annotations
 
-import ctypes
-
 import torch
 
 from pld_cli.runtime.clib import library
@@ -23,20 +21,16 @@ OMP_PAUSE_SOFT = 1  # OpenMP 5.0's omp_pause_soft: the threads end, the settings
 
 def serial_thread() -> None:
     """This thread's parallel regions, torch's included, run on it alone (no team of its own)."""
-    lib = library.loaded()
-    if lib is None:
+    set_num_threads = library.kernel("omp_set_num_threads")
+    if set_num_threads is None:
         return
     torch.get_num_threads()  # torch sets each thread's count once, on first use: before ours
-    lib.omp_set_num_threads.argtypes, lib.omp_set_num_threads.restype = [ctypes.c_int], None
-    lib.omp_set_num_threads(1)
+    set_num_threads(1)
 
 
 def release_team() -> None:
     """Ends this thread's OpenMP team, so that another thread's team is the only one; a later
     parallel region on this thread starts a new one."""
-    lib = library.loaded()
-    if lib is None:
-        return
-    lib.omp_pause_resource_all.argtypes = [ctypes.c_int]
-    lib.omp_pause_resource_all.restype = ctypes.c_int
-    lib.omp_pause_resource_all(OMP_PAUSE_SOFT)
+    pause_resource_all = library.kernel("omp_pause_resource_all")
+    if pause_resource_all is not None:
+        pause_resource_all(OMP_PAUSE_SOFT)

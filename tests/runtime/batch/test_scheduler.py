@@ -2,7 +2,6 @@
 prompt sliced among the others' rows; a slot freed by a finished or failed document is taken by
 the next; closing the batch cancels the documents waiting."""
 
-import ctypes
 import threading
 
 import pytest
@@ -151,9 +150,7 @@ def test_every_pass_runs_on_the_batchs_one_thread_and_documents_open_no_team():
 
 
 def max_threads() -> int:
-    lib = library.loaded()
-    lib.omp_get_max_threads.restype = ctypes.c_int
-    return lib.omp_get_max_threads()
+    return library.kernel("omp_get_max_threads")()
 
 
 def test_a_failed_document_does_not_hold_the_others():
