@@ -2,7 +2,8 @@
 
 It streams `/v1/completions` as vLLM does (a chunk per step with its token ids, a usage chunk with
 per-request drafting metrics, `[DONE]`), or fails as a test asks: an HTTP status, an error event,
-a stream cut mid-answer, silence. The product is tested against a real vLLM (tests/server/).
+a stream cut mid-answer, silence (before every chunk, or before one). The product is tested
+against a real vLLM (tests/server/).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Answer:
     cut_after: int | None = None  # chunks sent before the connection drops
     error_after: int | None = None  # chunks sent before an error event
     delay: float = 0.0  # seconds before each chunk
+    pauses: dict[int, float] = field(default_factory=dict)  # chunk index -> more silence before it
     retry_after: str | None = None
 
 
@@ -108,7 +110,7 @@ class FakeServer:
                 for i, ids in enumerate(answer.chunks):
                     if answer.cut_after == i or answer.error_after == i:
                         break
-                    time.sleep(answer.delay)
+                    time.sleep(answer.delay + answer.pauses.get(i, 0.0))
                     choice = {
                         "index": 0,
                         "text": "",

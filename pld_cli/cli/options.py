@@ -76,6 +76,11 @@ TOKENIZER_HELP = (
     "With --server: the served model's tokenizer (a folder or hub id; default: the model's path "
     "on the server if it is on this machine, else the served name)."
 )
+TOKEN_TIMEOUT_HELP = (
+    "With --server: seconds a stream may stay silent after its first token, even while the "
+    "server reports itself healthy (a stalled engine); raise it for a server that may hold a "
+    "started answer back (preempted under load)."
+)
 NUM_DRAFT_HELP = (
     "Most draft tokens verified per pass (adaptive drafting verifies fewer when they do not pay)."
 )
@@ -149,6 +154,7 @@ class Settings:
         float,
         option(min=1.0, panel=SERVER, help="With --server: seconds to wait for its next word."),
     ] = 600.0
+    token_timeout: Annotated[float, option(min=1.0, panel=SERVER, help=TOKEN_TIMEOUT_HELP)] = 60.0
     max_new_tokens: Annotated[
         int, option(min=1, panel=DECODING, help="Most tokens to generate.")
     ] = DecodeConfig.max_new_tokens

@@ -9,8 +9,12 @@ flight (Ctrl-C). The API key goes in a header and never into a message.
 
 A stream that falls silent is not simply waited on: a server whose engine died can keep its streams
 open with nothing in them. After STALL seconds of silence the server's health is asked (vLLM's
-/health, else /v1/models); an unwell or unreachable server fails the call at once, a healthy one
-(a long prefill, a busy batch) gets the rest of --timeout.
+/health, else /v1/models), and again every STALL seconds the silence lasts; an unwell or
+unreachable server fails the call at once. A healthy one may stay silent before its first token
+for the rest of --timeout (a long prefill, a busy queue), but once the stream has begun, silence
+past the per-token limit (TOKEN_STALL, --token-timeout) fails the call even while /health answers
+200: a running answer's tokens come steps apart, and an engine hung with its front end still up
+would otherwise hold the call for all of --timeout.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ RETRIES = 4
 FIRST_DELAY = 1.0  # seconds; doubled each retry, or the server's Retry-After (up to MAX_DELAY)
 MAX_DELAY = 30.0
 STALL = 10.0  # seconds of silence in a stream before the server's health is asked
+TOKEN_STALL = 60.0  # seconds of silence after a stream's first token that fail it, healthy or not
 PROBE_TIMEOUT = 5.0  # seconds a health probe may take; a server that cannot answer is unwell
 
 
@@ -45,7 +50,13 @@ class ServerError(PldError):
 class Client:
     """One server: its address, key and timeout; any number of calls at once, from any thread."""
 
-    def __init__(self, url: str, api_key: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        token_timeout: float | None = None,
+    ) -> None:
         parts = urlsplit(url if "://" in url else f"http://{url}")
         try:
             port = parts.port
@@ -58,6 +69,7 @@ class Client:
         self.prefix = parts.path.rstrip("/").removesuffix("/v1")
         self.where = f"{parts.scheme}://{parts.hostname}" + (f":{port}" if port else "")
         self.api_key, self.timeout = api_key, timeout
+        self.token_timeout = token_timeout  # None: TOKEN_STALL, read when a stream starts
         self.open: set[socket.socket] = set()  # sockets of the calls in flight
         self.lock = threading.Lock()
         self.closed = False
@@ -249,14 +261,22 @@ def events(
 
 
 class Watchdog:
-    """Watches one stream: after STALL seconds of silence, and every STALL seconds of it after,
-    asks whether the server is well; if not, cuts the stream, and `explain()` turns whatever the
-    reader then saw into one error naming the cause."""
+    """Watches one stream from a thread of its own, and cuts it where waiting longer is pointless;
+    `explain()` then turns whatever the reader saw into one error naming the cause.
+
+    Two limits on silence, one mechanism: after STALL seconds of it, and every STALL seconds it
+    lasts, the server's health is asked, and an unwell server is cut off at once; once the stream
+    has delivered its first line, silence past `token_limit` is cut off too, healthy or not (a
+    token of a running answer is one engine step away; before the first one, a long prefill or a
+    busy queue may keep a well server silent for all of --timeout)."""
 
     def __init__(self, client: Client, response: Response, every: float | None = None) -> None:
         self.client, self.response = client, response
         self.every = STALL if every is None else every
-        self.last = time.monotonic()
+        limit = client.token_timeout
+        self.token_limit = TOKEN_STALL if limit is None else limit
+        self.last = self.asked = time.monotonic()  # last line heard, last health asked
+        self.started = False  # a line of the stream has come: the first token's event
         self.why: str | None = None
         self.done = threading.Event()
         self.thread = threading.Thread(target=self.watch, daemon=True)
@@ -270,28 +290,44 @@ class Watchdog:
 
     def heard(self) -> None:
         self.last = time.monotonic()
+        self.started = True
 
     def watch(self) -> None:
-        while not self.done.wait(self.every / 4):
-            if time.monotonic() - self.last < self.every:
-                continue
-            why = self.client.unwell()
-            if why is None:
-                self.last = time.monotonic()  # healthy: wait another STALL before asking again
-                continue
-            self.why = why
-            with contextlib.suppress(OSError):
-                self.response.sock.shutdown(socket.SHUT_RDWR)
-            return
+        """Look a few times per limit; cut the stream at the first verdict against it."""
+        while not self.done.wait(min(self.every, self.token_limit) / 4):
+            why = self.verdict(time.monotonic())
+            if why is not None:
+                self.why = why
+                with contextlib.suppress(OSError):
+                    self.response.sock.shutdown(socket.SHUT_RDWR)
+                return
 
-    def explain(self) -> None:
-        """Raise the cause if the stream was cut because the server was unwell."""
-        if self.why is not None:
-            silent = time.monotonic() - self.last
-            raise ServerError(
-                f"the server at {self.client.where} stopped answering mid-answer ({self.why}, "
+    def verdict(self, now: float) -> str | None:
+        """Why the stream should be cut now, or None. The health is asked only when the silence
+        calls for it (STALL since the last line or the last question, or the per-token limit
+        passed), so that a stalled stream is blamed on an unwell server where it is one."""
+        silent = now - self.last
+        stalled = self.started and silent >= self.token_limit
+        if not stalled and now - max(self.last, self.asked) < self.every:
+            return None
+        self.asked = now
+        unwell, where = self.client.unwell(), self.client.where
+        if unwell is not None:
+            return (
+                f"the server at {where} stopped answering mid-answer ({unwell}, "
                 f"silent for {silent:.0f} s)"
             )
+        if stalled:
+            return (
+                f"the server at {where} sent nothing for {self.token_limit:g} s after its first "
+                "token (healthy by its health check, yet stalled; --token-timeout)"
+            )
+        return None
+
+    def explain(self) -> None:
+        """Raise the cause if the watchdog cut the stream."""
+        if self.why is not None:
+            raise ServerError(self.why)
 
 
 def status_message(status: int, phrase: str, body: bytes) -> str:

@@ -159,7 +159,7 @@ def open_engine(settings, report: Note) -> ServerEngine:
     model's tokenizer and context."""
     from pld_cli.engines.tokenizers import served_tokenizer
 
-    client = Client(settings.server, settings.api_key, settings.timeout)
+    client = Client(settings.server, settings.api_key, settings.timeout, settings.token_timeout)
     report(f"asking the server at {client.where} what it serves")
     listed = client.get("/v1/models").get("data") or []
     names = [entry.get("id") for entry in listed if isinstance(entry, dict)]

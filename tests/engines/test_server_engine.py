@@ -3,6 +3,7 @@ the server reports and what stays unknown, the loop stop, retries and every faul
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -10,9 +11,10 @@ import pytest
 from fake_server import Answer, FakeServer
 from transformers import AutoTokenizer
 
+from pld_cli.cli.options import Settings
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.engines.http import Client, ServerError
-from pld_cli.engines.server import ServerEngine
+from pld_cli.engines.server import ServerEngine, open_engine
 
 PROMPT = [11, 22, 33, 44]
 
@@ -178,3 +180,50 @@ def test_a_healthy_server_may_be_silent_for_longer(fake, quick_stall, health):
     fake.queue.append(Answer(delay=1.0))  # each chunk after three probes' worth of silence
     tokens, stats = engine(fake, timeout=5.0).decode(PROMPT, DecodeConfig())
     assert tokens == [1, 2, 3, 4, 5] and stats.stop == "eos"
+
+
+@pytest.fixture
+def quick_token_stall(monkeypatch):
+    monkeypatch.setattr("pld_cli.engines.http.TOKEN_STALL", 0.5)
+
+
+@pytest.mark.parametrize("health", [200, None], ids=["health", "models"])
+def test_a_healthy_server_stalled_after_its_first_token_fails_within_the_limit(
+    fake, quick_token_stall, health
+):
+    fake.health = health  # healthy by /health, or by /v1/models where it has none
+    fake.queue.append(Answer(pauses={1: 30.0}))  # the first token, then nothing
+    start = time.perf_counter()
+    with pytest.raises(ServerError) as raised:
+        engine(fake, timeout=60.0).decode(PROMPT, DecodeConfig())
+    assert time.perf_counter() - start < 3  # the limit (0.5 s) and a probe, not --timeout
+    assert re.fullmatch(
+        r"the server at http://127\.0\.0\.1:\d+ sent nothing for 0\.5 s after its first token "
+        r"\(healthy by its health check, yet stalled; --token-timeout\)",
+        str(raised.value),
+    )
+    assert len(fake.requests) == 1  # never retried
+
+
+def test_before_its_first_token_a_healthy_server_may_be_silent_past_the_limit(
+    fake, quick_stall, quick_token_stall
+):
+    fake.queue.append(Answer(pauses={0: 1.5}))  # a long prefill: three times the limit, probed
+    tokens, stats = engine(fake, timeout=5.0).decode(PROMPT, DecodeConfig())
+    assert tokens == [1, 2, 3, 4, 5] and stats.stop == "eos"
+
+
+def test_an_unwell_server_stalled_after_its_first_token_is_named_unwell(fake, quick_token_stall):
+    fake.health = 503
+    fake.queue.append(Answer(pauses={1: 30.0}))
+    with pytest.raises(ServerError, match=r"stopped answering mid-answer \(its /health answered"):
+        engine(fake, timeout=60.0).decode(PROMPT, DecodeConfig())
+
+
+def test_the_per_token_limit_is_the_clients_own_from_token_timeout(fake, tiny_model_dir):
+    settings = Settings(server=fake.url, tokenizer=tiny_model_dir, token_timeout=0.5)
+    shared = open_engine(settings, lambda _: None)
+    assert shared.client.token_timeout == 0.5 and Settings().token_timeout == 60.0
+    fake.queue.append(Answer(pauses={1: 30.0}))
+    with pytest.raises(ServerError, match=r"sent nothing for 0\.5 s after its first token"):
+        shared.decode(PROMPT, DecodeConfig())
