@@ -15,6 +15,7 @@ from enum import Enum
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
+from pld_cli.core.pass_costs import ObservedCosts
 from pld_cli.core.policy import AcceptanceModel, choose_length
 from pld_cli.core.repetition import LoopStop, PenalizedRuntime
 from pld_cli.core.runtime import Runtime
@@ -71,7 +72,7 @@ def generate(
 
     costs[q] is the measured seconds of a pass over q positions, or what q rows add to a pass
     shared with other documents (adaptive drafting only); without it every pass size is taken
-    to cost the same.
+    to cost the same. `ObservedCosts` are told what each pass took (pass_costs.py).
     """
     if not prompt_ids:
         raise ValueError("empty prompt")
@@ -119,13 +120,16 @@ def generate(
         stop = (
             Stop.REPETITION if looped else stop_reason(pending, eos_ids, produced, runtime, config)
         )
+        seconds = time.perf_counter() - start
+        if isinstance(costs, ObservedCosts):
+            costs.observe(1 + len(draft), seconds)
         yield Pass(
             drafted=tuple(draft),
             accepted=min(accepted, len(emitted)),
             emitted=tuple(emitted),
             source=candidate.source,
             from_prompt=None if candidate.source is None else candidate.source < len(prompt_ids),
-            seconds=time.perf_counter() - start,
+            seconds=seconds,
             stop=stop,
             candidates=len(candidate.tokens),
             reason=reason,

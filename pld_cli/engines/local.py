@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
+from pld_cli.core.pass_costs import ObservedCosts
 from pld_cli.core.runtime import Runtime
 from pld_cli.core.stats import Stats
 from pld_cli.loading.models import LoadedModel, load_model
@@ -31,9 +32,11 @@ def decode_ids(
     on_pass: OnPass | None = None,
     runtime_name: RuntimeName | None = None,
 ) -> tuple[list[int], Stats]:
-    """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats."""
+    """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats. The
+    calibrated pass costs are corrected by the passes this decode runs (core/pass_costs.py)."""
     runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
-    return decode_on(runtime, costs, loaded.eos_ids, ids, config, on_pass)
+    observed = ObservedCosts(costs) if costs else None
+    return decode_on(runtime, observed, loaded.eos_ids, ids, config, on_pass)
 
 
 def decode_on(
