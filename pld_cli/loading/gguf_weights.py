@@ -19,7 +19,7 @@ from transformers import PreTrainedModel
 
 from pld_cli.loading.gguf_blocks import FLOATS, LAYOUTS, Blocks, blocks, layout_bytes, stacked
 from pld_cli.loading.gguf_file import GGUFFile, Tensor
-from pld_cli.loading.gguf_unpack import unpacked, unpacks
+from pld_cli.loading.gguf_unpack import Part, unpacked, unpacks
 from pld_cli.runtime.native.model import (
     Layer,
     LayerMatrix,
@@ -39,6 +39,7 @@ from pld_cli.runtime.native.quantized.state import emptied
 
 PERMUTED = ("llama",)  # llama.cpp's converter interleaves q/k rows for these architectures
 ARCHITECTURES = ("llama", "qwen2", "qwen3")  # the GGUF architectures pld's own forward covers
+Heads = list[int | None] | None  # per tensor of a fused matrix: its heads where rows are unpermuted
 
 
 class GGUFTensors:
@@ -71,20 +72,30 @@ class GGUFTensors:
         self.file.release(tensor)
         return found
 
-    def layer_matrix(self, names: list[str], heads: list[int | None] | None = None) -> LayerMatrix:
-        """Matrices over one input, one under the other (q/k/v, gate/up; or one alone), the rows
-        of a part with a head count (q, k) put back in transformers' order. Written by the C
-        library into the final arrays where it decodes every part's type, else built by numpy's
+    def matrices(self, specs: list[tuple[list[str], Heads]]) -> list[LayerMatrix]:
+        """Matrices, each (names, heads) of tensors over one input, one under the other (q/k/v,
+        gate/up; or one alone), the rows of a part with a head count (q, k: heads not None) put
+        back in transformers' order. Those whose types the C library decodes are written by it
+        into their final arrays in one call (a layer's at once); the others are built by numpy's
         decoders (a float part among them)."""
-        heads = heads or [None] * len(names)
-        tensors = [self.tensors[name] for name in names]
-        if unpacks(tensor.type for tensor in tensors):
-            orders = [order(tensor, count) for tensor, count in zip(tensors, heads, strict=True)]
-            matrix = unpacked(tensors, orders)
-            for tensor in tensors:
+        parts = [self.parts(names, heads) for names, heads in specs]
+        written = [i for i, part in enumerate(parts) if unpacks(t.type for t, _ in part)]
+        matrices = dict(zip(written, unpacked([parts[i] for i in written]), strict=True))
+        for i in written:
+            for tensor, _ in parts[i]:
                 self.file.release(tensor)
-            return matrix
+        return [matrices[i] if i in matrices else self.decoded(*s) for i, s in enumerate(specs)]
+
+    def parts(self, names: list[str], heads: Heads) -> list[Part]:
+        """Each tensor with its row order (None: as stored)."""
+        tensors = [self.tensors[name] for name in names]
+        heads = heads or [None] * len(names)
+        return [(t, order(t, count)) for t, count in zip(tensors, heads, strict=True)]
+
+    def decoded(self, names: list[str], heads: Heads) -> LayerMatrix:
+        """The matrix of `matrices` by numpy's decoders."""
         parts = [self.matrix(name) for name in names]
+        heads = heads or [None] * len(names)
         parts = [p if h is None else unpermuted(p, h) for p, h in zip(parts, heads, strict=True)]
         return fused(parts) if len(parts) > 1 else grouped(parts[0])
 
@@ -98,8 +109,9 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     config = model.config
     permute = file.architecture in PERMUTED
     layers = [gguf_layer(file, i, config, permute) for i in range(config.num_hidden_layers)]
-    embed = file.layer_matrix(["token_embd.weight"])
-    head = file.layer_matrix(["output.weight"]) if "output.weight" in file else embed
+    names = ["token_embd.weight", *(["output.weight"] if "output.weight" in file else [])]
+    embed, *head = file.matrices([([name], None) for name in names])
+    head = head[0] if head else embed
     emptied(model)
     check_covered(model)
     weights = NativeWeights(embed, layers, file.vector("output_norm.weight"), head, **shape(model))
@@ -113,18 +125,26 @@ def gguf_layer(file: GGUFTensors, i: int, config, permute: bool) -> Layer:
     prefix = f"blk.{i}."
     heads = [config.num_attention_heads, config.num_key_value_heads, None] if permute else None
     biases = [file.vector(f"{prefix}attn_{x}.bias") for x in "qkv"]
+    qkv, out, gate_up, down = file.matrices(
+        [
+            ([f"{prefix}attn_{x}.weight" for x in "qkv"], heads),
+            ([f"{prefix}attn_output.weight"], None),
+            ([f"{prefix}ffn_{x}.weight" for x in ("gate", "up")], None),
+            ([f"{prefix}ffn_down.weight"], None),
+        ]
+    )
     return Layer(
         attention_norm=file.vector(f"{prefix}attn_norm.weight"),
-        qkv=file.layer_matrix([f"{prefix}attn_{x}.weight" for x in "qkv"], heads),
+        qkv=qkv,
         qkv_bias=None if biases[0] is None else torch.cat(biases),
         q_norm=file.vector(f"{prefix}attn_q_norm.weight"),
         k_norm=file.vector(f"{prefix}attn_k_norm.weight"),
-        out=file.layer_matrix([f"{prefix}attn_output.weight"]),
+        out=out,
         out_bias=file.vector(f"{prefix}attn_output.bias"),
         mlp_norm=file.vector(f"{prefix}ffn_norm.weight"),
-        gate_up=file.layer_matrix([f"{prefix}ffn_{x}.weight" for x in ("gate", "up")]),
+        gate_up=gate_up,
         gate_up_bias=None,
-        down=file.layer_matrix([f"{prefix}ffn_down.weight"]),
+        down=down,
         down_bias=file.vector(f"{prefix}ffn_down.bias"),
     )
 

@@ -13,7 +13,7 @@ from pld_cli.loading.checkpoint import empty_model
 from pld_cli.loading.gguf import default_gguf, gguf_metadata
 from pld_cli.loading.gguf_blocks import LAYOUTS, blocks, stacked
 from pld_cli.loading.gguf_file import Tensor
-from pld_cli.loading.gguf_unpack import UNPACKED, unpacked, unpacks, write
+from pld_cli.loading.gguf_unpack import UNPACKED, Job, unpacked, unpacks, write
 from pld_cli.loading.gguf_weights import gguf_weights, unpermuted, unpermuting
 from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
@@ -42,7 +42,7 @@ def written(tensors: list[Tensor], heads: list[int | None]) -> GroupedMatrix:
         None if h is None else unpermuting(t.shape[1], h)
         for t, h in zip(tensors, heads, strict=True)
     ]
-    return unpacked(tensors, orders)
+    return unpacked([list(zip(tensors, orders, strict=True))])[0]
 
 
 def assert_same_bits(got: GroupedMatrix, want: GroupedMatrix) -> None:
@@ -99,16 +99,28 @@ def test_every_float16_is_widened_exactly():
 
 def test_a_layout_that_cannot_hold_the_type_is_refused():
     q6 = tensor(Q.Q6_K, 16, 256, seed=0)
-    arrays = torch.empty(16, 128, dtype=torch.uint8), torch.empty(16, 16), torch.empty(16, 16)
+    nibbles = GroupedMatrix.from_blocked(
+        torch.empty(16, 128, dtype=torch.uint8), torch.empty(16, 16), torch.empty(16, 16), 4
+    )
     with pytest.raises(ValueError, match="Q6_K.*4 bits"):
-        write(q6, None, arrays, 0, (16, 4))  # 6-bit values as nibbles
+        write([Job(q6, None, nibbles, 0)])  # 6-bit values as nibbles
 
 
 def test_a_row_order_that_is_not_a_permutation_is_refused():
     q8 = tensor(Q.Q8_0, 4, 32, seed=0)
-    arrays = torch.empty(4, 32, dtype=torch.uint8), torch.empty(4, 1), torch.empty(4, 1)
     with pytest.raises(ValueError, match="not a permutation"):
-        write(q8, torch.tensor([0, 1, 2, 4]), arrays, 0, (32, 8))
+        unpacked([[(q8, torch.tensor([0, 1, 2, 4]))]])
+
+
+def test_several_matrices_are_written_in_one_call():
+    """A layer's four matrices at once, each as it is alone."""
+    specs = [[(Q.Q4_K, 64), (Q.Q4_K, 32), (Q.Q6_K, 32)], [(Q.Q4_K, 256)], [(Q.Q8_0, 40)]]
+    matrices = [
+        [tensor(kind, rows, 256, seed) for seed, (kind, rows) in enumerate(m)] for m in specs
+    ]
+    together = unpacked([[(t, None) for t in m] for m in matrices])
+    for got, tensors in zip(together, matrices, strict=True):
+        assert_same_bits(got, reference(tensors, [None] * len(tensors)))
 
 
 @pytest.mark.slow

@@ -102,7 +102,7 @@ def test_gguf_blocks_are_written_the_same_on_every_variant(monkeypatch, qtype):
     tensor = Tensor("w", (512, 37), qtype, raw, 0)
 
     def written():
-        matrix = unpacked([tensor], [torch.arange(37).flip(0)])
+        (matrix,) = unpacked([[(tensor, torch.arange(37).flip(0))]])
         return [matrix.values, matrix.group_scales, matrix.group_offsets]
 
     assert_same_bits(each_variant(monkeypatch, written))

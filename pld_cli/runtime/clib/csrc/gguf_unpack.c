@@ -11,7 +11,8 @@
    bytes where it has nibbles), so the parts of a fused q/k/v or gate/up matrix are each written
    in place at their own rows. Rows are spread over OpenMP's threads 16 at a time, taken as each
    thread is free (a block of the layout each where the part starts on a block's first row), so a
-   thread the system holds back does not keep the others waiting. */
+   thread the system holds back does not keep the others waiting, and a layer's tensors are
+   written in one parallel region (gguf_unpack, at the end). */
 
 #include <stdint.h>
 #include <string.h>
@@ -231,29 +232,65 @@ static void put_scales(const float* s, const float* o, int count, int own, int64
   }
 }
 
-/* Writes a tensor's `rows` rows of K inputs (raw: its blocks, row after row) as rows first ..
-   first + rows - 1 of an [N, K] matrix in `group` and `bits` (values, scales, offsets: its whole
-   arrays); output row first + r is the tensor's row order[r] (order NULL: row r). Returns 0, or
-   -2 for a type without a decoder here, or a layout or range that cannot hold it. */
-int gguf_unpack(const uint8_t* raw, int64_t type, int64_t rows, int64_t K, const int64_t* order,
-                uint8_t* values, float* scales, float* offsets, int64_t N, int64_t first,
-                int64_t group, int64_t bits) {
-  const Format* f = format_of(type);
-  if (!f || K <= 0 || K % f->values || (group != 16 && group != 32) || group > f->group ||
-      (bits != 8 && bits != 4) || bits < f->bits || first < 0 || rows < 0 || first + rows > N)
-    return -2;
-  const int64_t blocks = K / f->values, row_bytes = blocks * f->bytes;
-#pragma omp parallel for schedule(dynamic, BLOCK)
-  for (int64_t r = 0; r < rows; r++) {
+/* One tensor to write, as JOB_FIELDS int64 values of gguf_unpack's table: its blocks (raw, row
+   after row) and GGML type, its rows and inputs K, the row order (0: as stored; else output row
+   first + r is the tensor's row order[r]), then the matrix it goes into: its values, scales and
+   offsets (the whole arrays), its rows N, the tensor's first row there, its group and bits. */
+enum { JOB_RAW, JOB_TYPE, JOB_ROWS, JOB_COLS, JOB_ORDER, JOB_VALUES, JOB_SCALES, JOB_OFFSETS };
+enum { JOB_OUT = JOB_OFFSETS + 1, JOB_FIRST, JOB_GROUP, JOB_BITS, JOB_FIELDS };
+
+/* Whether a job's type has a decoder here and its matrix's layout and rows can hold it. */
+static int job_fits(const int64_t* job) {
+  const Format* f = format_of(job[JOB_TYPE]);
+  int64_t K = job[JOB_COLS], group = job[JOB_GROUP], bits = job[JOB_BITS];
+  int64_t first = job[JOB_FIRST], rows = job[JOB_ROWS];
+  return f && K > 0 && K % f->values == 0 && (group == 16 || group == 32) && group <= f->group &&
+         (bits == 8 || bits == 4) && bits >= f->bits && first >= 0 && rows >= 0 &&
+         first + rows <= job[JOB_OUT];
+}
+
+/* Rows r0..r1-1 of a job's tensor into its matrix, block by block of the type. */
+static void write_rows(const int64_t* job, int64_t r0, int64_t r1) {
+  const Format* f = format_of(job[JOB_TYPE]);
+  const int64_t K = job[JOB_COLS], blocks = K / f->values, row_bytes = blocks * f->bytes;
+  const uint8_t* raw = (const uint8_t*)(uintptr_t)job[JOB_RAW];
+  const int64_t* order = (const int64_t*)(uintptr_t)job[JOB_ORDER];
+  uint8_t* values = (uint8_t*)(uintptr_t)job[JOB_VALUES];
+  float* scales = (float*)(uintptr_t)job[JOB_SCALES];
+  float* offsets = (float*)(uintptr_t)job[JOB_OFFSETS];
+  for (int64_t r = r0; r < r1; r++) {
     const uint8_t* source = raw + (order ? order[r] : r) * row_bytes;
-    Place place = place_of(values, scales, offsets, first + r, N, K, group, bits);
+    Place place = place_of(values, scales, offsets, job[JOB_FIRST] + r, job[JOB_OUT], K,
+                           job[JOB_GROUP], job[JOB_BITS]);
     uint8_t u[SUPER];
     float s[MAX_SCALES], o[MAX_SCALES];
     for (int64_t k = 0; k < blocks; k++) {
       f->decode(source + k * f->bytes, u, s, o);
-      put_values(u, f->values, k * f->values, place, bits);
-      put_scales(s, o, f->values, f->group, group, k * f->values, place);
+      put_values(u, f->values, k * f->values, place, job[JOB_BITS]);
+      put_scales(s, o, f->values, f->group, job[JOB_GROUP], k * f->values, place);
     }
+  }
+}
+
+static int64_t chunks_of(const int64_t* job) { return (job[JOB_ROWS] + BLOCK - 1) / BLOCK; }
+
+/* Writes `n` tensors (`jobs`: n rows of JOB_FIELDS, above) into their matrices, all in one
+   parallel region: each region ends waiting for every thread, which a busy machine (its cores
+   shared) makes a wait of a time slice, so a layer's matrices go in one call, not one each.
+   Returns 0, or -2, writing nothing, where some job does not fit (job_fits). */
+int gguf_unpack(const int64_t* jobs, int64_t n) {
+  int64_t chunks = 0;
+  for (int64_t j = 0; j < n; j++) {
+    if (!job_fits(jobs + j * JOB_FIELDS)) return -2;
+    chunks += chunks_of(jobs + j * JOB_FIELDS);
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t c = 0; c < chunks; c++) { /* chunk c: BLOCK rows of the job it falls in */
+    const int64_t* job = jobs;
+    int64_t at = c;
+    for (; at >= chunks_of(job); job += JOB_FIELDS) at -= chunks_of(job);
+    int64_t r1 = (at + 1) * BLOCK < job[JOB_ROWS] ? (at + 1) * BLOCK : job[JOB_ROWS];
+    write_rows(job, at * BLOCK, r1);
   }
   return 0;
 }
