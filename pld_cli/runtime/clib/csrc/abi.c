@@ -43,6 +43,7 @@ int64_t pld_abi(int64_t* out, int64_t n) {
       offsetof(Decoder, eps),
       offsetof(Decoder, scaling),
       offsetof(Decoder, blocks),
+      offsetof(Decoder, norm),
       offsetof(Decoder, keys),
       offsetof(Decoder, values),
       offsetof(Decoder, cos),
