@@ -66,6 +66,8 @@ int pld_cpu_runs(const char* variant) {
   __builtin_cpu_init();
   if (strcmp(variant, "avx2") == 0)
     return __builtin_cpu_supports("avx2");
+  if (strcmp(variant, "avx-vnni") == 0)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
   if (strcmp(variant, "avx512-vnni") == 0)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vnni");
