@@ -21,7 +21,12 @@ from pld_cli.runtime.clib import library
 from pld_cli.runtime.clib.library import Variant
 
 RUNNABLE = library.runnable()
-TORCH_WIDTH = {Variant.AVX512_VNNI: "avx512", Variant.AVX2: "avx2", Variant.PORTABLE: "default"}
+TORCH_WIDTH = {
+    Variant.AVX512_VNNI: "avx512",
+    Variant.AVX_VNNI: "avx2",
+    Variant.AVX2: "avx2",
+    Variant.PORTABLE: "default",
+}
 NEW_TOKENS = 24
 SOURCE = "def area(width, height):\n    return width * height\n\n\ndef perimeter(w, h):\n"
 SOURCE += "    return 2 * (w + h)\n"
