@@ -10,7 +10,9 @@ A prediction (a caller's guess of the output, such as the file an edit will most
 second source beside the sequence: its own n-gram index, looked up with the sequence's suffix. It is
 never part of the sequence, so the model never sees it; it only offers drafts, which verification
 keeps or rejects as any other, so the output is the one decoding gives without it. On a match as
-long in both, the prediction is copied: the caller named it as this very output.
+long in both, the prediction is copied: the caller named it as this very output. And with
+`follow_copies` the output's first draft is the prediction's beginning, as if the two had matched
+there: a prediction is a guess of the output from its first token on.
 """
 
 from __future__ import annotations
@@ -114,12 +116,15 @@ class Drafter:
         self.index = index
         self.follow_copies = follow_copies
         self.sequence = Source(index)
-        predicted = NgramIndex(prediction, index.ngram_max, index.ngram_min)
-        # The prediction first: on a tie it wins (see the module docstring).
-        self.sources = [Source(predicted, True), self.sequence] if prediction else [self.sequence]
+        self.sources = [self.sequence]
         self.copying = self.sequence  # the source of the copy in progress
         self.copy_next: int | None = None  # source position the next token should match
         self.run = 0
+        if prediction:
+            predicted = Source(NgramIndex(prediction, index.ngram_max, index.ngram_min), True)
+            self.sources.insert(0, predicted)  # first: on a tie it wins (the module docstring)
+            # The output's start matches the prediction's, as a 1-gram match would.
+            self.copying, self.copy_next, self.run = predicted, 0, 1
 
     @property
     def last_copy_end(self) -> int | None:
