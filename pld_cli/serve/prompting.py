@@ -60,8 +60,6 @@ def prompt_ids(request: Request, tokenizer) -> list[int]:
             return chat_ids(tokenizer, chat[:-1], chat[-1]["content"])
         return chat_ids(tokenizer, chat)
     if isinstance(request.prompt, str):
-        if not request.prompt:
-            raise invalid("prompt", "the prompt is empty")
         return list(tokenizer(request.prompt)["input_ids"])
     vocabulary = len(tokenizer)
     beyond = [token for token in request.prompt if token >= vocabulary]

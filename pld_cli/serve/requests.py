@@ -211,11 +211,11 @@ def prompt(body: dict) -> str | tuple[int, ...]:
         if len(value) > 1:
             raise unsupported("prompt", "more than one prompt in a request")
         value = value[0]
-    if isinstance(value, str):
+    if isinstance(value, str) and value:
         return value
     if isinstance(value, list) and value and all(is_token(t) for t in value):
         return tuple(value)
-    raise invalid("prompt", "expected a string or a non-empty array of token ids")
+    raise invalid("prompt", "expected a non-empty string or array of token ids")
 
 
 def is_token(value: object) -> bool:

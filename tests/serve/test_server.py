@@ -19,6 +19,7 @@ from pld_cli.engines.local import decode_ids
 from pld_cli.files import read_document
 from pld_cli.tasks.prompts import Task, answer_start, messages, prompt_ids
 
+pytestmark = pytest.mark.slow  # the real default model
 SAMPLES = Path(__file__).parents[2] / "samples"
 CHAT, TEXT = "/v1/chat/completions", "/v1/completions"
 MODEL = "SmolLM2-135M-Instruct"
@@ -37,8 +38,16 @@ def test_health_and_models_say_what_is_served(pld_server):
     assert get(pld_server.url, f"/v1/models/{MODEL}") == (200, entry)
 
 
-def test_a_chat_answer_is_what_pld_summarize_prints(pld_server, pld):
-    path = str(SAMPLES / "summarize/abstract_intro.md")
+NOTE = (
+    "The river authority met on Tuesday. It approved a new flood wall for the east bank, "
+    "costing 4 million euros, and asked the city to close the old ferry landing by June.\n"
+)
+
+
+def test_a_chat_answer_is_what_pld_summarize_prints(pld_server, pld, tmp_path):
+    path = tmp_path / "note.txt"
+    path.write_text(NOTE)
+    path = str(path)
     text, name = read_document(path)
     body = {"model": MODEL, "messages": messages(Task("summarize", text, name=name))}
     body["max_tokens"] = 64
