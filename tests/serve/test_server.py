@@ -154,16 +154,17 @@ def wait_until_free(server, seconds: float = 30) -> None:
         time.sleep(0.05)
 
 
-LONG = chat("Count from 1 to 1000, one number per line.", max_tokens=1500)
+# The model counts on until max_tokens: a minute or more, unless the decode is stopped.
+LONG = {"model": MODEL, "prompt": "1, 2, 3, 4, 5, 6, 7, 8, 9, 10,", "max_tokens": 1500}
 
 
 def test_a_client_gone_mid_stream_frees_its_slot(pld_server):
     with socket.create_connection(pld_server.url.removeprefix("http://").split(":")) as sock:
         payload = json.dumps(LONG | {"stream": True}).encode()
-        head = f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n"
+        head = f"POST {TEXT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n"
         sock.sendall(head.encode() + payload)
         received = b""
-        while received.count(b"data: ") < 4:  # the role, then three passes' text
+        while received.count(b"data: ") < 3:  # three passes' text
             received += sock.recv(4096)
         assert pld_server.holder.users == 1
     start = time.perf_counter()
@@ -176,7 +177,7 @@ def test_a_client_gone_mid_stream_frees_its_slot(pld_server):
 def test_a_client_gone_before_a_plain_answer_frees_its_slot(pld_server):
     with socket.create_connection(pld_server.url.removeprefix("http://").split(":")) as sock:
         payload = json.dumps(LONG).encode()
-        head = f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n"
+        head = f"POST {TEXT} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(payload)}\r\n\r\n"
         sock.sendall(head.encode() + payload)
         deadline = time.perf_counter() + 30
         while not pld_server.holder.users:
