@@ -47,7 +47,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(status, {"status": "stopping" if stopping else "ok"})
         elif path == MODELS:
             self.send_json(HTTPStatus.OK, responses.model_list(served))
-        elif path == f"{MODELS}/{served.name}" or unquote(path) == f"{MODELS}/{served.name}":
+        elif unquote(path) == f"{MODELS}/{served.name}":
             self.send_json(HTTPStatus.OK, responses.model_entry(served))
         else:
             self.send_error_json(not_found(path))
