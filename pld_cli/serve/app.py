@@ -10,6 +10,7 @@ the decodes in flight at their next pass (streams end with an error event, plain
 from __future__ import annotations
 
 import signal
+import socket
 import threading
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
@@ -34,6 +35,7 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
     def __init__(self, host: str, port: int, holder: ModelHolder, note: Note) -> None:
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), Handler)
         self.holder, self.note = holder, note
 

@@ -64,6 +64,10 @@ class Handler(BaseHTTPRequestHandler):
         except ClientGone:
             self.close_connection = True
             self.server.note(f"{self.path}: the client went away; its decode stopped")
+        except Exception as exc:  # noqa: BLE001 - a bug: one line here and a 500, the server goes on
+            self.server.note(f"error: {self.path}: {type(exc).__name__}: {exc}")
+            self.close_connection = True
+            self.send_error_json(failed(f"{type(exc).__name__}: {exc}"))
 
     def read_body(self) -> bytes:
         length = self.headers.get("Content-Length")

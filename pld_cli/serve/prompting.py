@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from http import HTTPStatus
 
+from jinja2 import TemplateError
+
 from pld_cli.core.config import DecodeConfig
 from pld_cli.serve.errors import ApiError, invalid
 from pld_cli.serve.requests import Endpoint, Request
@@ -56,9 +58,13 @@ def prepare(request: Request, tokenizer, context: int, model_penalty: float | No
 def prompt_ids(request: Request, tokenizer) -> list[int]:
     if request.endpoint is Endpoint.CHAT:
         chat = [message.as_chat() for message in request.messages]
+        start = ""
         if request.continued:  # the answer's start, as pld's tasks write it (tasks/prompts.py)
-            return chat_ids(tokenizer, chat[:-1], chat[-1]["content"])
-        return chat_ids(tokenizer, chat)
+            chat, start = chat[:-1], chat[-1]["content"]
+        try:
+            return chat_ids(tokenizer, chat, start)
+        except TemplateError as exc:  # a template that wants roles alternating, say
+            raise invalid("messages", f"the model's chat template refused them ({exc})") from None
     if isinstance(request.prompt, str):
         return list(tokenizer(request.prompt)["input_ids"])
     vocabulary = len(tokenizer)
