@@ -61,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
             self.complete(request)
         except ApiError as exc:
             self.send_error_json(exc)
-        except ClientGone:
+        except (ClientGone, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
             self.server.note(f"{self.path}: the client went away; its decode stopped")
         except Exception as exc:  # noqa: BLE001 - a bug: one line here and a 500, the server goes on
