@@ -83,9 +83,10 @@ def serve(*, settings: ServeSettings) -> ExitStatus:
     served = holder.open()
     print(server.url, flush=True)
     kept = "forever" if keep_alive is None else f"{keep_alive:g} s idle"
+    at_once = f"{served.parallel} request{'s' if served.parallel > 1 else ''} at once"
     ui.note(
-        f"serving {served.name} at {server.url}: {served.parallel} request(s) at once, "
-        f"{served.context} tokens each, kept {kept}; Ctrl-C stops"
+        f"serving {served.name} at {server.url}: {at_once}, {served.context} tokens each, "
+        f"kept {kept}; Ctrl-C stops"
     )
     interrupted = run(server)
     ui.note("stopped")

@@ -4,7 +4,7 @@ A model takes seconds to load and its calibration more, so it is loaded at start
 second request starts decoding at once. After `keep_alive` seconds with no request in flight or
 waiting (None: never), it is let go (its batch closed, its memory freed) and the next request
 loads it again, as ollama's keep_alive does. At most `parallel` requests decode at once (the
-engine's slots, -j N); the others wait here for one, in arrival order as the lock grants it.
+engine's slots, -j N); the others wait here for one (a semaphore: about in arrival order).
 What the server says about its model (/v1/models) does not need it loaded: `Served` is kept.
 """
 
