@@ -50,7 +50,13 @@ def url(request) -> str:
 @pytest.fixture
 def engine(url):
     settings = SimpleNamespace(
-        server=url, api_key=None, timeout=600.0, model=None, tokenizer=None, jobs=1
+        server=url,
+        api_key=None,
+        timeout=600.0,
+        token_timeout=60.0,
+        model=None,
+        tokenizer=None,
+        jobs=1,
     )
     return open_engine(settings, lambda _: None)
 
