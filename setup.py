@@ -14,6 +14,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 VARIANTS = {"portable": []}
 if X86:
     VARIANTS["avx2"] = ["-mavx2"]
+    VARIANTS["avx_vnni"] = ["-mavx2", "-mavxvnni"]
     VARIANTS["avx512_vnni"] = ["-mavx512f", "-mavx512bw", "-mavx512vnni", "-mavx2"]
 
 

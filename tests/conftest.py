@@ -122,3 +122,17 @@ def pld(monkeypatch, capsys):
 def tiny(tiny_model_dir):
     """Command-line arguments for a quick run on the tiny model."""
     return ["-m", tiny_model_dir, "--max-new-tokens", "8"]
+
+
+@pytest.fixture(scope="session")
+def pld_server(tmp_path_factory):
+    """`pld serve` on the default model in this process (tests/pld_server.py), started once; its
+    calibration in the session's temporary cache, as every test's."""
+    from pld_server import start
+
+    with pytest.MonkeyPatch.context() as patch:
+        folder = tmp_path_factory.getbasetemp() / "pld-cache"
+        patch.setattr("pld_cli.loading.ready.cache_dir", lambda: folder)
+        server = start()
+        yield server
+        server.stop()

@@ -1,5 +1,5 @@
 """The layers' contracts, checked on the source: core <- runtime <- loading <- tasks <- engines <-
-bench <- cli.
+bench <- serve <- cli.
 
 A module imports only from its own layer and the layers below (every import counts, those inside
 functions too); the top-level modules (errors, files, cache) are below all of them. And nothing
@@ -21,6 +21,7 @@ LAYERS = [
     "tasks",
     "engines",
     "bench",
+    "serve",
     "cli",
 ]  # "": pld_cli's top-level modules
 

@@ -22,6 +22,7 @@ from pld_cli.cli.bench import bench
 from pld_cli.cli.brief import PldCommand, PldGroup
 from pld_cli.cli.options import Display, Drafting, Settings, with_options
 from pld_cli.cli.preflight import Request, prepare
+from pld_cli.cli.serve import serve
 from pld_cli.errors import ExitStatus, PldError
 
 app = typer.Typer(
@@ -177,6 +178,7 @@ def start(request: Request, settings: Settings, display: Display) -> ExitStatus:
 
 
 app.command(cls=PldCommand)(bench)
+app.command(cls=PldCommand)(serve)
 
 
 def optional_values(args: list[str]) -> list[str]:

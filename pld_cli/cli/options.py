@@ -107,8 +107,9 @@ VERBOSE_HELP = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Settings:
-    """The model and decoding options every command takes, with their one set of defaults."""
+class ModelChoice:
+    """Which model runs on this machine and how: the options every command takes first (and
+    all that `pld serve` shares with edit, summarize and bench)."""
 
     model: Annotated[
         str | None,
@@ -131,6 +132,27 @@ class Settings:
     trust_remote_code: Annotated[
         bool, option(panel=MODEL, help="Allow the model's own code from the hub.")
     ] = False
+
+    def model_spec(self):  # -> ModelSpec; its module imports torch, so only when a command runs
+        from pld_cli.loading.models import ModelSpec
+
+        return ModelSpec(
+            self.model,
+            self.revision,
+            self.device,
+            self.dtype.value,
+            self.trust_remote_code,
+            None if self.runtime.value == "auto" else RuntimeName(self.runtime.value),
+            self.quantize.value
+            if self.quantize.value in ("auto", "none")
+            else Scheme(self.quantize.value),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings(ModelChoice):
+    """The model and decoding options every command takes, with their one set of defaults."""
+
     server: Annotated[
         str | None,
         option("--server", panel=SERVER, envvar="PLD_SERVER", show_default=False, help=SERVER_HELP),
@@ -228,21 +250,6 @@ class Settings:
             sampling=sampling,
             repetition_penalty=penalty,
             stop_loops=not self.allow_repetition,
-        )
-
-    def model_spec(self):  # -> ModelSpec; its module imports torch, so only when a command runs
-        from pld_cli.loading.models import ModelSpec
-
-        return ModelSpec(
-            self.model,
-            self.revision,
-            self.device,
-            self.dtype.value,
-            self.trust_remote_code,
-            None if self.runtime.value == "auto" else RuntimeName(self.runtime.value),
-            self.quantize.value
-            if self.quantize.value in ("auto", "none")
-            else Scheme(self.quantize.value),
         )
 
 

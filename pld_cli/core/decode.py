@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pld_cli.core.config import DecodeConfig
-from pld_cli.core.drafter import NO_DRAFT, Drafter, NgramIndex
+from pld_cli.core.drafter import NO_DRAFT, Draft, Drafter, NgramIndex
 from pld_cli.core.pass_costs import ObservedCosts
 from pld_cli.core.policy import AcceptanceModel, choose_length
 from pld_cli.core.repetition import LoopStop, PenalizedRuntime
@@ -50,12 +50,13 @@ class Pass:
     drafted: tuple[int, ...]
     accepted: int
     emitted: tuple[int, ...]  # accepted draft tokens, then the model's own token (unless cut)
-    source: int | None  # sequence position the draft was copied from
-    from_prompt: bool | None  # whether that position lies in the prompt
+    source: int | None  # position the draft was copied from: in the sequence, or the prediction
+    from_prompt: bool | None  # whether that position lies in the prompt (None: not the sequence)
     seconds: float  # drafting + forward + acceptance
     stop: Stop | None = None  # on the last pass only
     candidates: int = 0  # draft tokens the lookup offered, before the policy cut them
     reason: str = ""  # why this many were verified
+    predicted: bool = False  # the draft was copied from the caller's prediction (drafter.py)
 
 
 Event = Prefill | Pass
@@ -67,12 +68,15 @@ def generate(
     eos_ids: Collection[int],
     config: DecodeConfig,
     costs: Sequence[float] | None = None,
+    prediction: Sequence[int] = (),
 ) -> Iterator[Event]:
     """Decoding of prompt_ids (greedy, or sampled): a Prefill event, then one Pass per pass.
 
     costs[q] is the measured seconds of a pass over q positions, or what q rows add to a pass
     shared with other documents (adaptive drafting only); without it every pass size is taken
-    to cost the same. `ObservedCosts` are told what each pass took (pass_costs.py).
+    to cost the same; `ObservedCosts` are told what each pass took (pass_costs.py).
+    `prediction`, the caller's guess of the output, is a draft source only: it never enters the
+    runtime, so the tokens are those decoding gives without it.
     """
     if not prompt_ids:
         raise ValueError("empty prompt")
@@ -84,7 +88,7 @@ def generate(
     yield Prefill(len(prompt_ids), time.perf_counter() - start)
 
     index = NgramIndex(prompt_ids, config.ngram_max, config.ngram_min)
-    drafter = Drafter(index, follow_copies=config.adaptive)
+    drafter = Drafter(index, follow_copies=config.adaptive, prediction=prediction)
     acceptance = AcceptanceModel()
     if config.sampling.temperature > 0:
         verify = functools.partial(verify_sampled, sampler=Sampler(config.sampling))
@@ -128,14 +132,23 @@ def generate(
             accepted=min(accepted, len(emitted)),
             emitted=tuple(emitted),
             source=candidate.source,
-            from_prompt=None if candidate.source is None else candidate.source < len(prompt_ids),
+            from_prompt=from_prompt(candidate, len(prompt_ids)),
             seconds=seconds,
             stop=stop,
             candidates=len(candidate.tokens),
             reason=reason,
+            predicted=candidate.predicted,
         )
         if stop:
             return
+
+
+def from_prompt(candidate: Draft, prompt_tokens: int) -> bool | None:
+    """Whether a draft was copied from the prompt; None where it came from no position of the
+    sequence (no draft, or the prediction)."""
+    if candidate.source is None or candidate.predicted:
+        return None
+    return candidate.source < prompt_tokens
 
 
 def cut_after_eos(tokens: list[int], eos_ids: Collection[int]) -> list[int]:

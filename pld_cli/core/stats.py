@@ -30,6 +30,10 @@ class Stats:
     decode_s: float = 0.0
     stop: Stop | None = None
     removed_tokens: int = 0  # generated, then cut from the delivered text (a loop's repeats)
+    # Draft tokens copied from a caller's prediction (core/drafter.py): kept in the output, and
+    # verified but not kept. Prediction tokens never drafted count in neither.
+    prediction_accepted: int = 0
+    prediction_rejected: int = 0
     # False where the engine does not say how many tokens it drafted (a server without per-request
     # metrics): drafted_tokens is then unknown (null in JSON), never a guess.
     drafts_known: bool = True
@@ -53,6 +57,9 @@ class Stats:
         self.decode_s += event.seconds
         self.stop = event.stop or self.stop
         self.pass_sizes[len(event.drafted) + 1] += 1
+        if event.predicted:
+            self.prediction_accepted += event.accepted
+            self.prediction_rejected += len(event.drafted) - event.accepted
         for i in range(min(len(event.drafted), event.accepted + 1)):
             self.count_position(i, 1, i < event.accepted)
 
@@ -66,6 +73,8 @@ class Stats:
         "prefill_s",
         "decode_s",
         "removed_tokens",
+        "prediction_accepted",
+        "prediction_rejected",
     )
 
     @classmethod

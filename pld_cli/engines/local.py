@@ -31,12 +31,13 @@ def decode_ids(
     config: DecodeConfig,
     on_pass: OnPass | None = None,
     runtime_name: RuntimeName | None = None,
+    prediction: Sequence[int] = (),
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats. The
     calibrated pass costs are corrected by the passes this decode runs (core/pass_costs.py)."""
     runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
     observed = ObservedCosts(costs) if costs else None
-    return decode_on(runtime, observed, loaded.eos_ids, ids, config, on_pass)
+    return decode_on(runtime, observed, loaded.eos_ids, ids, config, on_pass, prediction)
 
 
 def decode_on(
@@ -46,10 +47,12 @@ def decode_on(
     ids: list[int],
     config: DecodeConfig,
     on_pass: OnPass | None = None,
+    prediction: Sequence[int] = (),
 ) -> tuple[list[int], Stats]:
-    """The loop on a runtime made ready, with its pass costs (None: not adaptive)."""
+    """The loop on a runtime made ready, with its pass costs (None: not adaptive) and the
+    caller's prediction of the output, a draft source only (core/drafter.py)."""
     stats, tokens = Stats(costs=costs, runtime=runtime.name), []
-    for event in generate(runtime, ids, eos_ids, config, costs):
+    for event in generate(runtime, ids, eos_ids, config, costs, prediction):
         stats.add(event)
         if isinstance(event, Pass):
             tokens.extend(event.emitted)
@@ -85,14 +88,19 @@ class LocalEngine:
             self.parallel = self.batch.regions if self.batch else 1
 
     def decode(
-        self, ids: list[int], config: DecodeConfig, on_pass: OnPass | None = None
+        self,
+        ids: list[int],
+        config: DecodeConfig,
+        on_pass: OnPass | None = None,
+        prediction: Sequence[int] = (),
     ) -> tuple[list[int], Stats]:
+        """The Engine's decode; `prediction` (pld serve's predicted output) is pld's own."""
         if self.batch is None:
-            return decode_ids(self.loaded, ids, config, on_pass)
+            return decode_ids(self.loaded, ids, config, on_pass, prediction=prediction)
         _, costs = ready(self.loaded, len(ids) + config.max_new_tokens, config)
         with self.batch.slot() as slot:
             shared = SharedCosts(costs, self.batch, slot.region) if costs else None
-            return decode_on(slot, shared, self.eos_ids, ids, config, on_pass)
+            return decode_on(slot, shared, self.eos_ids, ids, config, on_pass, prediction)
 
     def close(self) -> None:
         """Cuts the documents in flight (Ctrl-C, the end of a run): each raises Cancelled."""

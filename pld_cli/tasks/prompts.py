@@ -55,8 +55,13 @@ def messages(task: Task) -> list[dict[str, str]]:
 
 
 def prompt_ids(tokenizer, task: Task) -> list[int]:
-    """The chat (or, for a model without a chat template, plain text) ending in the answer start."""
-    chat, start = messages(task), answer_start(task)
+    """The task's chat ending in its answer start."""
+    return chat_ids(tokenizer, messages(task), answer_start(task))
+
+
+def chat_ids(tokenizer, chat: list[dict[str, str]], start: str = "") -> list[int]:
+    """A chat (or, for a model without a chat template, its plain text) ending in `start`, the
+    answer's beginning: a task's prompt, and pld serve's chat completions."""
     if getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
         return list(tokenizer(text + start, add_special_tokens=False)["input_ids"])

@@ -14,7 +14,7 @@ from pld_cli.cli.app import app
 from pld_cli.cli.brief import fit
 from pld_cli.cli.options import RUNTIME_HELP
 
-COMMANDS = ["edit", "summarize", "bench"]
+COMMANDS = ["edit", "summarize", "bench", "serve"]
 
 
 @pytest.fixture

@@ -86,3 +86,26 @@ def test_stats_follow_the_events():
         "copy_rate",
         "mean_accepted",
     }
+
+
+def test_a_prediction_gives_the_same_tokens_in_fewer_passes_and_is_counted():
+    # An edit: the prompt holds nothing to copy, the prediction is the old output (12..16, 17),
+    # the model writes it with 17 changed into 20, then more and EOS.
+    prompt = [30, 31, 32]
+    output = [12, 13, 14, 15, 16, 20, 21, 2]
+    script = prompt + output + [0] * 30
+    prediction = [12, 13, 14, 15, 16, 17, 21, 2]
+    runs = {}
+    for name, predicted in (("plain", ()), ("predicted", prediction)):
+        runtime = ScriptedRuntime(script)
+        events = list(generate(runtime, prompt, {2}, DecodeConfig(), prediction=predicted))
+        stats = Stats()
+        for event in events:
+            stats.add(event)
+        runs[name] = (emitted(events), stats)
+    (tokens, plain), (predicted_tokens, stats) = runs["plain"], runs["predicted"]
+    assert predicted_tokens == tokens == output
+    assert stats.passes < plain.passes
+    assert stats.prediction_accepted >= 4 and stats.prediction_rejected >= 1
+    assert stats.prediction_accepted + stats.prediction_rejected <= stats.drafted_tokens
+    assert plain.prediction_accepted == plain.prediction_rejected == 0

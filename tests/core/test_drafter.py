@@ -97,3 +97,46 @@ def test_a_match_followed_by_different_tokens_before_is_ambiguous():
     assert Drafter(NgramIndex([7, 1, 7, 2, 7], ngram_max=1)).draft(1).ambiguous
     # [7, 1] was followed by 3 both times.
     assert not Drafter(NgramIndex([7, 1, 3, 7, 1, 3, 7, 1], ngram_max=2)).draft(1).ambiguous
+
+
+def test_the_output_s_first_draft_is_the_prediction_s_beginning():
+    drafter = Drafter(NgramIndex([1, 2, 1], ngram_max=2), prediction=[4, 5, 6])
+    first = drafter.draft(2)
+    assert first.tokens == (4, 5) and first.source == 0 and first.predicted and first.run == 1
+    assert drafter.index.tokens == [1, 2, 1]  # the prediction is never part of the sequence
+    drafter.extend([4, 5, 6])
+    assert drafter.draft(2) == NO_DRAFT  # copied to its end, and [6] is nowhere else
+
+
+def test_a_prediction_offers_drafts_the_sequence_does_not_hold():
+    drafter = Drafter(NgramIndex([1, 2, 3], ngram_max=2), prediction=[9, 2, 3, 4, 5, 6])
+    drafter.extend([7, 2, 3])  # the output did not begin as predicted, then met it again
+    draft = drafter.draft(3)
+    assert draft.tokens == (4, 5, 6) and draft.source == 3 and draft.predicted
+
+
+def test_the_prediction_wins_a_tie_and_a_longer_match_in_the_sequence_wins():
+    tie = Drafter(NgramIndex([7, 8, 1, 9], ngram_max=2), prediction=[0, 7, 5])
+    tie.extend([7])
+    assert tie.draft(1).tokens == (5,) and tie.draft(1).predicted
+    longer = Drafter(NgramIndex([6, 7, 8, 1, 9], ngram_max=2), prediction=[0, 7, 5])
+    longer.extend([6, 7])
+    assert longer.draft(1).tokens == (8,) and not longer.draft(1).predicted
+
+
+def test_a_copy_from_the_prediction_goes_on_and_resumes_after_a_change():
+    # The prediction is the old text 1..8; the output changes 4 into 40, then goes on as before.
+    drafter = Drafter(NgramIndex([0, 9], ngram_max=1), prediction=[1, 2, 3, 4, 5, 6, 7, 8])
+    assert drafter.draft(4).tokens == (1, 2, 3, 4)
+    drafter.extend([1, 2, 3, 40])  # the model disagrees at the fourth token: the copy breaks
+    assert drafter.copy_next is None and drafter.draft(2) == NO_DRAFT  # [40] is nowhere
+    drafter.extend([5])
+    resumed = drafter.draft(3)
+    assert resumed.tokens == (6, 7, 8) and resumed.predicted
+    assert drafter.last_copy_end is None  # the sequence's own copies are apart
+
+
+def test_without_following_copies_a_prediction_is_looked_up_each_time():
+    drafter = Drafter(NgramIndex([1], ngram_max=1), follow_copies=False, prediction=[1, 2, 3])
+    assert drafter.draft(2).tokens == (2, 3) and drafter.draft(0) == NO_DRAFT
+    assert drafter.draft(2).tokens == (2, 3)  # no copy state: the same lookup again

@@ -1,7 +1,9 @@
 """pld's C kernels (`csrc/`), built at install once per instruction set (setup.py), one of them
 loaded with ctypes when first asked for.
 
-Like ggml's CPU backend and numpy, the library comes in variants: AVX-512 VNNI, AVX2 and plain C,
+Like ggml's CPU backend and numpy, the library comes in variants: AVX-512 VNNI, AVX-VNNI (the
+same dot-product instruction on 256-bit registers: Intel's AVX2 CPUs since Alder Lake), AVX2 and
+plain C,
 each the same source compiled for its instructions and each computing the same bits (csrc/simd.h),
 so the choice changes the speed, never the output. The best variant that was built and that this
 CPU runs is taken (the portable library, which uses no special instruction, is asked what the CPU
@@ -43,6 +45,7 @@ class Variant(str, Enum):
     """A build of the library for one instruction set, best first."""
 
     AVX512_VNNI = "avx512-vnni"
+    AVX_VNNI = "avx-vnni"
     AVX2 = "avx2"
     PORTABLE = "portable"
 

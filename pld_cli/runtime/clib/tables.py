@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 4  # PLD_ABI_VERSION in csrc/decoder.h
+ABI_VERSION = 5  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
@@ -27,6 +27,7 @@ class Decoder(ctypes.Structure):
         ("eps", FLOAT),
         ("scaling", FLOAT),
         ("blocks", ctypes.POINTER(Block)),
+        ("norm", PTR),
     ]
     _fields_ += [(name, PTR) for name in ("keys", "values", "cos", "sin")]
 

@@ -4,9 +4,12 @@ int8 weights in groups on a CPU.
 A one-position pass of the default model at int8 spent more in torch's dispatch around the
 kernels (norms, rotations, cache writes: a hundred small operations per layer) than in the kernels
 themselves, so `CDecoder` hands the C library a table of every layer's tensors, built once, and
-runs all layers of a pass in one call. Each row is computed from that row alone, so a verify row
-gets what a one-position pass gives it, and a prompt's rows what they get in any slicing of its
-prefill: prefills run here too, and a pass may hold several documents' rows (../batch/).
+runs all layers of a pass in one call, and the final norm after them: the rows come back as the
+LM head's input, every float step before the head done in C in a fixed order (torch's norm sums
+in whatever order its kernels choose for the version and instruction set). Each row is computed
+from that row alone, so a verify row gets what a one-position pass gives it, and a prompt's rows
+what they get in any slicing of its prefill: prefills run here too, and a pass may hold several
+documents' rows (../batch/).
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
 
 
 class CDecoder:
-    """Runs all decoder layers of a pass over the runtime's cache keys/values [layers, kv_heads,
-    slots, head_dim] and rotary tables cos/sin [positions, 1, head_dim]."""
+    """Runs all decoder layers of a pass, and the final norm, over the runtime's cache
+    keys/values [layers, kv_heads, slots, head_dim] and rotary tables cos/sin [positions, 1,
+    head_dim]."""
 
     def __init__(
         self,
@@ -65,6 +69,7 @@ class CDecoder:
             eps=weights.eps,
             scaling=weights.scaling,
             blocks=self.blocks,
+            norm=self.pointer(weights.norm),
             keys=self.pointer(keys),
             values=self.pointer(values),
             cos=self.pointer(cos),
@@ -72,9 +77,9 @@ class CDecoder:
         )
 
     def __call__(self, x: torch.Tensor, segments: Sequence[Segment]) -> torch.Tensor:
-        """x [rows, hidden] through every layer, the rows of each segment in turn (one document's
-        rows at its positions, in its cache region: tables.Segment); writes their keys and
-        values into the cache."""
+        """x [rows, hidden] through every layer and the final norm, the rows of each segment in
+        turn (one document's rows at its positions, in its cache region: tables.Segment); writes
+        their keys and values into the cache. Returns the LM head's input [rows, hidden]."""
         x = x.to(torch.float32).contiguous().clone()
         table = (Segment * len(segments))(*segments)
         code = library.kernel(KERNEL)(ctypes.byref(self.table), x.data_ptr(), table, len(table))

@@ -36,6 +36,7 @@ from pld_cli.runtime.native.model import (
     sliding_window,
 )
 from pld_cli.runtime.native.quantized.quantize import layouts
+from pld_cli.runtime.native.rope import rope_tables
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 PREFILL_SLICE = 256  # prompt rows per pass of the C decoder
@@ -194,14 +195,15 @@ class NativeRuntime:
     def run_pieces(self, pieces: Sequence[Piece]) -> list[torch.Tensor]:
         """One pass of the C decoder over several documents' rows (../batch/), each computed from
         its own row alone: every piece's keys and values written in its region, its last `keep`
-        rows' logits [keep, vocab] returned in order. Moves no length."""
+        rows' logits [keep, vocab] returned in order. The decoder applies the final norm itself
+        (its fixed order, not torch's), so only the head's product runs here. Moves no length."""
         ids = [token for piece in pieces for token in piece.ids]
         x = self.weights.embed[torch.tensor(ids, device=self.device)]  # [rows, hidden]
         segments = [Segment(len(p.ids), p.region * self.span, p.start) for p in pieces]
-        x = self.decoder(x, segments).to(x.dtype)
+        normed = self.decoder(x, segments).to(x.dtype)
         ends = torch.tensor([len(p.ids) for p in pieces]).cumsum(0).tolist()
-        kept = torch.cat([x[end - p.keep : end] for p, end in zip(pieces, ends, strict=True)])
-        logits = self.head(kept, rowwise=True) if len(kept) else kept
+        kept = torch.cat([normed[end - p.keep : end] for p, end in zip(pieces, ends, strict=True)])
+        logits = linear(kept, self.weights.head, None, False, rowwise=True) if len(kept) else kept
         return list(logits.split([p.keep for p in pieces]))
 
     def head(self, x: torch.Tensor, padded: bool = False, rowwise: bool = False) -> torch.Tensor:
@@ -258,13 +260,3 @@ class NativeRuntime:
             return None
         seen = torch.ones(q, start + q, dtype=torch.bool, device=self.device).tril(start)
         return folded_mask(seen, self.groups, dtype)
-
-
-@torch.inference_mode()
-def rope_tables(model: PreTrainedModel, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin [capacity, 1, head_dim] from the model's own rotary module (its rope type's
-    inv_freq and attention scaling), so every covered rope type matches transformers."""
-    embed = model.model.embed_tokens.weight
-    positions = torch.arange(capacity, device=embed.device)[None]  # [1, capacity]
-    cos, sin = model.model.rotary_emb(embed[:1], positions)  # [1, capacity, head_dim] each
-    return cos[0, :, None], sin[0, :, None]

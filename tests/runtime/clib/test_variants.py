@@ -1,6 +1,6 @@
 """Every variant of pld's C library that this CPU runs gives the same bits: the int8 product, row
-attention, whole passes of every covered family (and of the default model, slow), and a GGUF's
-blocks written into a grouped matrix."""
+attention, whole passes of every covered family (the default model's decoding, slow, in
+test_default_model_variants.py), and a GGUF's blocks written into a grouped matrix."""
 
 import pytest
 import torch

@@ -43,6 +43,7 @@ int64_t pld_abi(int64_t* out, int64_t n) {
       offsetof(Decoder, eps),
       offsetof(Decoder, scaling),
       offsetof(Decoder, blocks),
+      offsetof(Decoder, norm),
       offsetof(Decoder, keys),
       offsetof(Decoder, values),
       offsetof(Decoder, cos),
@@ -65,6 +66,8 @@ int pld_cpu_runs(const char* variant) {
   __builtin_cpu_init();
   if (strcmp(variant, "avx2") == 0)
     return __builtin_cpu_supports("avx2");
+  if (strcmp(variant, "avx-vnni") == 0)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni");
   if (strcmp(variant, "avx512-vnni") == 0)
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vnni");

@@ -4,7 +4,10 @@
    kernels cost as much again (a hundred small operations per layer, each a dispatch; figures in
    docs/design-measurements.md). Here the whole pass is C: per layer the RMSNorm,
    the q/k/v product (grouped.c), bias, q/k norms (Qwen3), the rotation, the cache writes,
-   attention (row_attention.c), the output product, the residual, and the gated SiLU MLP.
+   attention (row_attention.c), the output product, the residual, and the gated SiLU MLP; after
+   the last layer the final norm, so what leaves is the LM head's input and no float step between
+   the embedding and the head runs in torch (whose sums take the order its kernels choose, per
+   version and instruction set: nothing it promises).
 
    Every step computes each row from that row alone in a fixed order (the products and attention
    by construction, the norms and element-wise steps one row at a time), so a row of a verify
@@ -159,10 +162,12 @@ static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, const Segm
   return code;
 }
 
-/* Whether every layer's matrices have the shapes the model's sizes give them. */
+/* Whether every layer's matrices have the shapes the model's sizes give them (and the final norm
+   is there). */
 static int shapes_agree(const Decoder* m) {
   int64_t d = m->head_dim, attended = m->heads * d;
-  int ok = m->layers > 0 && m->hidden > 0 && m->kv_heads > 0 && m->heads % m->kv_heads == 0;
+  int ok = m->layers > 0 && m->hidden > 0 && m->kv_heads > 0 && m->heads % m->kv_heads == 0 &&
+           m->norm != NULL;
   for (int64_t l = 0; ok && l < m->layers; l++) {
     const Block* b = m->blocks + l;
     ok = b->qkv.rows == attended + 2 * m->kv_heads * d && b->qkv.cols == m->hidden &&
@@ -186,8 +191,10 @@ static int64_t rows_of(const Decoder* m, const Segment* segments, int64_t count)
 }
 
 /* Runs every layer over x [rows, hidden] in place, the rows of each segment in turn (decoder.h:
-   each document's rows, positions and cache region). Returns 0, -1 where memory could not be
-   had, -2 where the table's sizes disagree (with each other, the kernels or the cache). */
+   each document's rows, positions and cache region), then the final norm over each row (in place:
+   rms_norm reads a row's squares before it writes), leaving the LM head's input. Returns 0, -1
+   where memory could not be had, -2 where the table's sizes disagree (with each other, the kernels
+   or the cache). */
 int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t count) {
   int64_t rows = rows_of(m, segments, count);
   if (rows <= 0 || !shapes_agree(m)) return -2;
@@ -207,6 +214,7 @@ int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t cou
   for (int k = 0; k < 8; k++) code |= all[k] == NULL ? -1 : 0;
   for (int64_t l = 0; l < m->layers && code == 0; l++)
     code = layer(m, l, x, rows, segments, count, &s);
+  if (code == 0) rows_add_and_norm(x, NULL, rows, m->hidden, m->norm, m->eps, x);
   for (int k = 0; k < 8; k++) free(all[k]);
   return code;
 }

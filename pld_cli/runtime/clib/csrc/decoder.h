@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define PLD_ABI_VERSION 4 /* raised with any change of a signature or a table below */
+#define PLD_ABI_VERSION 5 /* raised with any change of a signature or a table below */
 
 /* A GroupedMatrix [rows, cols] (see grouped.c: `group` inputs per scale, `bits` per weight) and
    its bias [rows] (NULL: none). */
@@ -30,6 +30,7 @@ typedef struct {
   int64_t layers, hidden, heads, kv_heads, head_dim, slots;
   float eps, scaling;
   const Block* blocks;
+  const float* norm; /* [hidden]: the final norm, after the last layer */
   float* keys; /* [layers, kv_heads, slots, head_dim], as values */
   float* values;
   const float* cos; /* [positions, head_dim], as sin */

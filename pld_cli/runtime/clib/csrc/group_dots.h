@@ -7,6 +7,8 @@
 
    - AVX-512 VNNI: X as two signed base-256 digits h, l (X = 256 h + l); vpdpbusd multiplies
      unsigned bytes by signed bytes, four products per 32-bit lane, and 256 u.h + u.l = u.X.
+   - AVX-VNNI (Intel's AVX2 CPUs from Alder Lake on, and those with AVX-512 too): the same digits
+     and the same instruction on 256-bit registers, the 16 outputs in two halves.
    - AVX2: X as 16 bits; vpmaddwd multiplies 16-bit pairs (the bytes widened) into 32-bit sums.
    - plain C: the same products in a loop.
 
@@ -57,37 +59,45 @@ ALWAYS_INLINE void plain_dots(const uint8_t* w, int width, int group, int bits,
   }
 }
 
+#define AHEAD 8 /* groups prefetched: faster one-row reads, docs/design-measurements.md */
+
+/* The two VNNI variants' steps: whole steps X (as floats) kept as their two digits (X = 256 h +
+   l, each a signed byte), highs then lows; returns their sum. Plain C: it runs once per group and
+   row, and the compiler vectorizes it for either. */
+ALWAYS_INLINE int32_t keep_digits(const float* X, int group, int8_t* out) {
+  int32_t sum = 0;
+  for (int e = 0; e < group; e++) {
+    int32_t whole = (int32_t)X[e]; /* exact: X are whole */
+    int32_t high = (whole + 128) >> 8;
+    out[e] = (int8_t)high;
+    out[group + e] = (int8_t)(whole - 256 * high);
+    sum += whole;
+  }
+  return sum;
+}
+
+/* Four digits of a row (from `first`), as one 32-bit lane to broadcast. */
+ALWAYS_INLINE int32_t four_digits(const int8_t* digits, int first) {
+  int32_t four;
+  memcpy(&four, digits + first, 4);
+  return four;
+}
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 
 #include <immintrin.h>
 
-#define ROWS 4   /* rows per tile */
-#define AHEAD 8  /* groups prefetched: faster one-row reads, docs/design-measurements.md */
+#define ROWS 4 /* rows per tile */
 #define VARIANT "avx512-vnni"
-
-/* Whole steps X (as floats) kept as their two digits, highs then lows; returns their sum. */
-ALWAYS_INLINE int32_t keep_steps(const float* X, int group, int8_t* out) {
-  int32_t sum = 0;
-  for (int e = 0; e < group; e += 16) {
-    __m512i whole = _mm512_cvtps_epi32(_mm512_loadu_ps(X + e)); /* exact: X are whole */
-    __m512i high = _mm512_srai_epi32(_mm512_add_epi32(whole, _mm512_set1_epi32(128)), 8);
-    __m512i low = _mm512_sub_epi32(whole, _mm512_slli_epi32(high, 8));
-    _mm_storeu_si128((__m128i*)(out + e), _mm512_cvtepi32_epi8(high));
-    _mm_storeu_si128((__m128i*)(out + group + e), _mm512_cvtepi32_epi8(low));
-    sum += _mm512_reduce_add_epi32(whole);
-  }
-  return sum;
-}
+#define keep_steps keep_digits
 
 /* Four inputs (from `first`) of 16 outputs as bytes `wv`, into every row's two digit sums. */
 ALWAYS_INLINE void dot_four(__m512i wv, const int8_t* steps, int64_t stride, int group, int rows,
                             int first, __m512i high[ROWS], __m512i low[ROWS]) {
   for (int i = 0; i < rows; i++) {
-    int32_t hi, lo; /* four digits each, as one lane to broadcast */
-    memcpy(&hi, steps + i * stride + first, 4);
-    memcpy(&lo, steps + i * stride + group + first, 4);
-    high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(hi));
-    low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(lo));
+    const int8_t* row = steps + i * stride;
+    high[i] = _mm512_dpbusd_epi32(high[i], wv, _mm512_set1_epi32(four_digits(row, first)));
+    low[i] = _mm512_dpbusd_epi32(low[i], wv, _mm512_set1_epi32(four_digits(row, group + first)));
   }
 }
 
@@ -113,6 +123,69 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
   }
   for (int i = 0; i < rows; i++)
     _mm512_storeu_si512(dots[i], _mm512_add_epi32(_mm512_slli_epi32(high[i], 8), low[i]));
+}
+
+#elif defined(__AVXVNNI__)
+
+#include <immintrin.h>
+
+#define ROWS 2 /* rows per tile: 4 accumulators a row of the 16 ymm registers */
+#define VARIANT "avx-vnni"
+#define keep_steps keep_digits
+
+/* Four inputs (from `first`) of 16 outputs as bytes, in halves (outputs 0..7 in w[0], 8..15 in
+   w[1]), into every row's digit sums, halves apart: sums[i][digit][half]. */
+ALWAYS_INLINE void dot_four(const __m256i w[2], const int8_t* steps, int64_t stride, int group,
+                            int rows, int first, __m256i sums[ROWS][2][2]) {
+  for (int i = 0; i < rows; i++) {
+    const int8_t* row = steps + i * stride;
+    __m256i hi = _mm256_set1_epi32(four_digits(row, first));
+    __m256i lo = _mm256_set1_epi32(four_digits(row, group + first));
+    for (int half = 0; half < 2; half++) {
+      sums[i][0][half] = _mm256_dpbusd_avx_epi32(sums[i][0][half], w[half], hi);
+      sums[i][1][half] = _mm256_dpbusd_avx_epi32(sums[i][1][half], w[half], lo);
+    }
+  }
+}
+
+/* Lanes n < width of a half (outputs 8 half + n), as a maskload's mask. */
+ALWAYS_INLINE __m256i lanes_below(int width) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(width), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
+                              const int8_t* steps, int64_t stride, int rows,
+                              int32_t dots[][BLOCK]) {
+  const __m256i lanes[2] = {lanes_below(width), lanes_below(width - 8)};
+  __m256i sums[ROWS][2][2];
+  for (int i = 0; i < rows; i++)
+    for (int d = 0; d < 4; d++) sums[i][d / 2][d % 2] = _mm256_setzero_si256();
+  for (int line = 0; line < group * BLOCK * bits / 8 / 64; line++)
+    _mm_prefetch((const char*)(w + AHEAD * group * width * bits / 8 + 64 * line), _MM_HINT_T0);
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  for (int k = 0; k < group / 4; k += bits == 8 ? 1 : 2) {
+    const int* line = (const int*)(w + k * width * bits / 2); /* four bytes an output */
+    __m256i wv[2];
+    for (int half = 0; half < 2; half++)
+      wv[half] = width == BLOCK ? _mm256_loadu_si256((const __m256i*)(line + 8 * half))
+                                : _mm256_maskload_epi32(line + 8 * half, lanes[half]);
+    if (bits == 8) {
+      dot_four(wv, steps, stride, group, rows, 4 * k, sums);
+    } else {
+      __m256i low[2], upper[2];
+      for (int half = 0; half < 2; half++) {
+        low[half] = _mm256_and_si256(wv[half], nibble);
+        upper[half] = _mm256_and_si256(_mm256_srli_epi16(wv[half], 4), nibble);
+      }
+      dot_four(low, steps, stride, group, rows, 4 * k, sums);
+      dot_four(upper, steps, stride, group, rows, 4 * k + 4, sums);
+    }
+  }
+  for (int i = 0; i < rows; i++)
+    for (int half = 0; half < 2; half++) {
+      __m256i whole = _mm256_add_epi32(_mm256_slli_epi32(sums[i][0][half], 8), sums[i][1][half]);
+      _mm256_storeu_si256((__m256i*)(dots[i] + 8 * half), whole);
+    }
 }
 
 #else

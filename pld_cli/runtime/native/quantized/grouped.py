@@ -140,6 +140,13 @@ class GroupedMatrix(RowKernel):
     def nbytes(self) -> int:
         return self.values.nbytes + self.group_scales.nbytes + self.group_offsets.nbytes
 
+    def batches(self, rows: int) -> bool:
+        """Any number of rows once checked: the kernel runs rows in tiles of a few, each row's
+        steps its own whichever thread takes it, so a product over more rows than were checked
+        only repeats the tiles `computes_rowwise` tried (the head over a -j pass's drafts of
+        every document runs as one product)."""
+        return self.rows_checked > 0
+
     def computes_rowwise(self) -> bool:
         """RowKernel's check, on the first block of outputs and the narrower last one: the kernel
         runs each block alone in the same code whatever the matrix's size, so these are all the
@@ -229,9 +236,14 @@ def closer(first: Grid, second: Grid, groups: torch.Tensor) -> Grid:
     """Per group, the grid whose values are nearer the weights (the first on a tie)."""
 
     def error(grid: Grid) -> torch.Tensor:
+        """The squared errors summed in input order: torch's sum takes the order its kernels
+        choose, and a near tie could then go to the other grid on another CPU."""
         values, scales, offsets = grid
-        weight = values * scales[..., None] + offsets[..., None]
-        return (weight - groups).pow(2).sum(-1)
+        squares = (values * scales[..., None] + offsets[..., None] - groups).pow(2).unbind(-1)
+        total = squares[0]
+        for square in squares[1:]:
+            total = total + square
+        return total
 
     second_wins = error(second) < error(first)  # [n, g]
     values = torch.where(second_wins[..., None], second[0], first[0])

@@ -26,16 +26,21 @@ class RowKernel:
     the CPUs measured, but a kernel may switch paths with the number of rows (tiles for larger
     batches on other CPUs), so `check_rows` tests it at load on this machine; where a row's
     result moves, or past the rows checked, a verify pass runs its rows one at a time. (pld's
-    grouped int8 kernel computes each row apart by construction: the C decoder, which needs
-    its rows checked, then runs passes of any length batched.)"""
+    grouped kernel computes each row apart by construction: once checked it runs any number of
+    rows in one product, `GroupedMatrix.batches`.)"""
 
     rows_checked = 0  # verify passes up to this many rows may run batched (set by check_rows)
 
     def __call__(self, x: torch.Tensor, rowwise: bool = False) -> torch.Tensor:
         """x [m, in] @ W.T -> [m, out], in x's dtype; `rowwise`: each row as if by itself."""
-        if rowwise and x.shape[0] > self.rows_checked:
+        if rowwise and not self.batches(x.shape[0]):
             return torch.cat([self.product(row) for row in x.split(1)])
         return self.product(x)
+
+    def batches(self, rows: int) -> bool:
+        """Whether `rows` rows, each to be computed as if alone, may run in one product: up to
+        the rows checked on this machine, since past them the kernel may take a path unchecked."""
+        return rows <= self.rows_checked
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError

@@ -8,6 +8,7 @@ import torch
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix, available
+from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
 
 needs_kernel = pytest.mark.skipif(not available(), reason=f"no C kernel: {library.unavailable()}")
 
@@ -94,6 +95,36 @@ def test_a_row_gets_the_same_bits_alone_or_in_a_batch(inputs):
     for rows in (2, 3, 4, 5, 8, 25):
         assert torch.equal(matrix.product(x[:rows]), alone[:rows])
     assert matrix.computes_rowwise()
+
+
+def counting_products(monkeypatch, matrix) -> list[int]:
+    """The rows of each product the matrix runs from now on, in order."""
+    calls, product = [], matrix.product
+
+    def counted(x):
+        calls.append(x.shape[0])
+        return product(x)
+
+    monkeypatch.setattr(matrix, "product", counted)
+    return calls
+
+
+@needs_kernel
+def test_a_checked_matrix_runs_rows_past_the_checked_ones_as_one_product(monkeypatch):
+    """A -j pass's head over more rows than were checked: one product, each row's bits its
+    own; torch's int4 kernel, whose paths may change with the rows, runs them one by one."""
+    head = GroupedMatrix(*random_layout(100, 576, 32, 4, seed=10), 4)
+    head.rows_checked = CHECKED_ROWS if head.computes_rowwise() else 0
+    assert head.rows_checked > 0
+    x = torch.randn(CHECKED_ROWS + 8, 576, generator=torch.Generator().manual_seed(11))
+    alone = torch.cat([head.product(row) for row in x.split(1)])
+    calls = counting_products(monkeypatch, head)
+    assert torch.equal(head(x, rowwise=True), alone) and calls == [len(x)]
+    int4 = Int4Matrix(weights(64, 576, seed=12))
+    int4.rows_checked = CHECKED_ROWS
+    calls = counting_products(monkeypatch, int4)
+    int4(x, rowwise=True)
+    assert calls == [1] * len(x)
 
 
 def test_a_q8_0_group_is_held_exactly():

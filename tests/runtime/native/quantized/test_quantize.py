@@ -219,7 +219,8 @@ def quantized_default_model(request) -> LoadedModel:
 )
 def test_default_model_quantized_pld_equals_plain(quantized_default_model, task):
     engine = LocalEngine(quantized_default_model)
-    pld = run_task(engine, task, DecodeConfig(max_new_tokens=120))
+    # Fixed drafts: verified whatever this machine's passes cost (adaptive may verify none).
+    pld = run_task(engine, task, DecodeConfig(max_new_tokens=120, draft="fixed"))
     plain = run_task(engine, task, DecodeConfig(max_new_tokens=120, use_pld=False))
     assert pld.token_ids == plain.token_ids
     assert pld.stats.accepted_tokens > 0

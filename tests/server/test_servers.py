@@ -1,10 +1,11 @@
-"""pld --server against a real vLLM (n-gram drafting on), end to end; `make test-server` starts it.
+"""pld --server against real servers, end to end: a vLLM (n-gram drafting on) and pld serve.
 
-Skipped unless PLD_TEST_SERVER names the server (scripts/test-server.sh sets it, with the server's
-process group in PLD_TEST_SERVER_PGID for the two tests that break it: the last, which kills it
-mid-run, and the engine-core one, which the script runs alone against a second server). The
-server runs pld's default model with a 2,048-token context, so a long document must be cut to fit
-it.
+Each test but the last two runs against both. The vLLM runs are skipped unless PLD_TEST_SERVER
+names one (`make test-server` starts it: scripts/test-server.sh, with the server's process group
+in PLD_TEST_SERVER_PGID for the two tests that break it, vLLM's alone: the last, which kills it
+mid-run, and the engine-core one, which the script runs alone against a second server). pld serve
+runs in this process (tests/pld_server.py). Both serve pld's default model with a 2,048-token
+context, so a long document must be cut to fit it.
 """
 
 from __future__ import annotations
@@ -27,23 +28,40 @@ from pld_cli.engines.server import open_engine
 from pld_cli.tasks.pipeline import run_task
 from pld_cli.tasks.prompts import Task, prompt_ids
 
-URL = os.environ.get("PLD_TEST_SERVER")
+VLLM = os.environ.get("PLD_TEST_SERVER")
 SAMPLES = Path(__file__).parents[2] / "samples"
 PLD = str(Path(sys.executable).parent / "pld")
 ENV = os.environ | {"HF_HUB_OFFLINE": "1"}
 
-pytestmark = pytest.mark.skipif(not URL, reason="needs PLD_TEST_SERVER (make test-server)")
+vllm_only = pytest.mark.skipif(not VLLM, reason="needs PLD_TEST_SERVER (make test-server)")
 
 
-@pytest.fixture(scope="module")
-def engine():
+@pytest.fixture(
+    params=[
+        pytest.param("vllm", marks=vllm_only),
+        pytest.param("pld-serve", marks=pytest.mark.slow),
+    ]
+)
+def url(request) -> str:
+    """The server's URL: the vLLM PLD_TEST_SERVER names, or pld serve in this process."""
+    return VLLM if request.param == "vllm" else request.getfixturevalue("pld_server").url
+
+
+@pytest.fixture
+def engine(url):
     settings = SimpleNamespace(
-        server=URL, api_key=None, timeout=600.0, model=None, tokenizer=None, jobs=1
+        server=url,
+        api_key=None,
+        timeout=600.0,
+        token_timeout=60.0,
+        model=None,
+        tokenizer=None,
+        jobs=1,
     )
     return open_engine(settings, lambda _: None)
 
 
-def raw_completion(ids: list[int], max_tokens: int) -> list[int]:
+def raw_completion(url: str, ids: list[int], max_tokens: int) -> list[int]:
     """What the server answers to the same prompt ids with no pld in between."""
     body = {
         "model": "SmolLM2-135M-Instruct",
@@ -53,25 +71,26 @@ def raw_completion(ids: list[int], max_tokens: int) -> list[int]:
         "return_token_ids": True,
     }
     request = urllib.request.Request(
-        f"{URL}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        f"{url}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.loads(response.read())["choices"][0]["token_ids"]
 
 
-def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run(url: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [PLD, *args, "--server", URL], capture_output=True, text=True, timeout=900, cwd=cwd, env=ENV
+        [PLD, *args, "--server", url], capture_output=True, text=True, timeout=900, cwd=cwd, env=ENV
     )
 
 
-def test_the_stream_through_pld_is_what_the_server_answers_alone(engine):
+def test_the_stream_through_pld_is_what_the_server_answers_alone(url, engine):
     task = Task("summarize", (SAMPLES / "summarize/news.txt").read_text(), name="news.txt")
     ids = prompt_ids(engine.tokenizer, task)
     tokens, stats = engine.decode(ids, DecodeConfig(max_new_tokens=64))
-    assert tokens == raw_completion(ids, 64)
-    assert stats.drafts_known and stats.drafted_tokens > 0  # vLLM's per-request metrics
+    assert tokens == raw_completion(url, ids, 64)
+    assert stats.drafts_known and stats.drafted_tokens > 0  # the server's per-request metrics
     done = run(
+        url,
         "summarize",
         str(SAMPLES / "summarize/news.txt"),
         "--json",
@@ -85,11 +104,12 @@ def test_the_stream_through_pld_is_what_the_server_answers_alone(engine):
     assert record["stats"]["new_tokens"] == len(tokens)
 
 
-def test_an_edit_whose_diff_git_applies(tmp_path):
+def test_an_edit_whose_diff_git_applies(url, tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     target = tmp_path / "app.yaml"
     shutil.copy(SAMPLES / "demo/app.yaml", target)
     done = run(
+        url,
         "edit",
         "app.yaml",
         "-i",
@@ -110,12 +130,14 @@ def test_an_edit_whose_diff_git_applies(tmp_path):
     assert "port: 9000" in target.read_text()
 
 
-def test_three_files_at_once_one_binary(tmp_path):
+def test_three_files_at_once_one_binary(url, tmp_path):
     first, binary, last = tmp_path / "a.md", tmp_path / "b.bin", tmp_path / "c.txt"
     shutil.copy(SAMPLES / "summarize/abstract_intro.md", first)
     binary.write_bytes(b"\x00\x01\x02\x03")
     shutil.copy(SAMPLES / "summarize/news.txt", last)
-    done = run("summarize", str(first), str(binary), str(last), "-j", "3", "--max-new-tokens", "96")
+    done = run(
+        url, "summarize", str(first), str(binary), str(last), "-j", "3", "--max-new-tokens", "96"
+    )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("pld: error:")]
     assert "b.bin" in errors[0] and "binary" in errors[0]
@@ -123,20 +145,21 @@ def test_three_files_at_once_one_binary(tmp_path):
     assert done.stdout.index(f"==> {first} <==") < done.stdout.index(f"==> {last} <==")
 
 
-def test_a_document_longer_than_the_servers_context_is_summarized_in_chunks(tmp_path):
+def test_a_document_longer_than_the_servers_context_is_summarized_in_chunks(url, tmp_path):
     parts = ["tech_doc.md", "postmortem.md", "meeting_notes.md", "readme.md", "changelog.md"]
     long = tmp_path / "long.md"
     long.write_text("\n\n".join((SAMPLES / "summarize" / p).read_text() for p in parts))
-    done = run("summarize", str(long), "--json", "-j", "4", "--max-new-tokens", "96")
+    done = run(url, "summarize", str(long), "--json", "-j", "4", "--max-new-tokens", "96")
     assert done.returncode in (0, 3), done.stderr
     record = json.loads(done.stdout)
     assert record["calls"] > 2 and record["text"].strip()
     assert max(c["prompt_tokens"] for c in record["chunks"]) + 96 <= 2048
 
 
+@vllm_only
 def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
     """Last: it kills the server."""
-    pld, paths, before = edits_in_flight(tmp_path, URL)
+    pld, paths, before = edits_in_flight(tmp_path, VLLM)
     os.killpg(int(os.environ["PLD_TEST_SERVER_PGID"]), signal.SIGKILL)
     _, err = pld.communicate(timeout=300)
     assert pld.returncode == 1 and "Traceback" not in err
@@ -147,10 +170,11 @@ def test_a_server_killed_mid_run_leaves_every_file_as_it_was(tmp_path):
         assert str(path) in line and ("broke" in line or "ended the stream" in line), line
 
 
+@vllm_only
 def test_an_engine_core_stopped_mid_run_fails_the_files_within_a_minute(tmp_path):
     """As `systemctl stop` or a crashed engine does: SIGTERM to vLLM's engine core alone, its API
     server left up (scripts/test-server.sh runs this against a server of its own)."""
-    pld, paths, before = edits_in_flight(tmp_path, URL)
+    pld, paths, before = edits_in_flight(tmp_path, VLLM)
     group = int(os.environ["PLD_TEST_SERVER_PGID"])
     found = subprocess.run(["pgrep", "-g", str(group), "-f", "EngineCore"], capture_output=True)
     core = int(found.stdout.split()[0])

@@ -1,0 +1,2 @@
+/* pld's kernels for avx_vnni (flags in setup.py). */
+#include "../kernels.c"
