@@ -18,7 +18,6 @@ import ctypes
 import time
 from pathlib import Path
 
-import llama_cpp
 import numpy as np
 from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
@@ -26,7 +25,7 @@ SHAPES = {  # hidden, layers, intermediate, heads, kv heads
     "1.5b": (2048, 24, 5632, 32, 4),
     "7b": (4096, 32, 11008, 32, 32),
 }
-TYPES = {"Q4_K_M": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, "Q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0}
+TYPES = {"Q4_K_M": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "Q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0"}  # llama_cpp's
 
 
 def copy_tokenizer(writer: GGUFWriter, source: Path) -> int:
@@ -63,7 +62,9 @@ def tensors(hidden: int, layers: int, inner: int, heads: int, kv_heads: int, voc
     yield "output.weight", (vocab, hidden)
 
 
-def write_f16(path: Path, shape: str, tokenizer: Path) -> None:
+def llama_writer(path: Path, shape: str, tokenizer: Path) -> tuple[GGUFWriter, list]:
+    """A writer holding the metadata of a Llama of `shape` (the tokenizer's copied from
+    `tokenizer`), and the model's tensors as (name, shape)."""
     hidden, layers, inner, heads, kv_heads = SHAPES[shape]
     writer = GGUFWriter(path, "llama")
     writer.add_name(f"random-llama-{shape}")
@@ -77,8 +78,12 @@ def write_f16(path: Path, shape: str, tokenizer: Path) -> None:
     writer.add_rope_dimension_count(hidden // heads)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
+    return writer, list(tensors(hidden, layers, inner, heads, kv_heads, vocab))
+
+
+def write_f16(path: Path, shape: str, tokenizer: Path) -> None:
+    writer, specs = llama_writer(path, shape, tokenizer)
     writer.add_file_type(1)  # MOSTLY_F16
-    specs = list(tensors(hidden, layers, inner, heads, kv_heads, vocab))
     for name, dims in specs:
         dtype = np.float32 if len(dims) == 1 else np.float16
         count = int(np.prod(dims))
@@ -96,8 +101,10 @@ def write_f16(path: Path, shape: str, tokenizer: Path) -> None:
 
 
 def quantize(source: Path, target: Path, kind: str, threads: int) -> float:
+    import llama_cpp  # only here: the other scripts import this one's writer in pld's venv
+
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = TYPES[kind]
+    params.ftype = getattr(llama_cpp, TYPES[kind])
     params.nthread = threads
     start = time.perf_counter()
     code = llama_cpp.llama_model_quantize(

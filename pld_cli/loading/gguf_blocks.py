@@ -21,6 +21,10 @@ these to, to the bit):
 Each product and sum above is exact in float32 (at most 24 significant bits), so scale * u +
 offset gives ggml's own dequantized floats bit for bit. The K-quants' sub-blocks of 16 keep their
 own scales in groups of 16; 2- and 3-bit values are held as nibbles.
+
+A load writes these layouts from the file's blocks in C (gguf_unpack.py, the same table); the
+numpy decoders here are the reference the C ones are tested against, and build the matrices C
+does not (a fused matrix with a float part).
 """
 
 from __future__ import annotations

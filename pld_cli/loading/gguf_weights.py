@@ -1,7 +1,8 @@
 """A GGUF's weights straight into pld's native forward: each tensor's blocks, read from the
-memory-mapped file, become a grouped matrix in its own exact layout (gguf_blocks.py); no float
-copy of a quantized tensor is made, in memory or on disk. Norms, biases and float tensors (F32,
-F16, BF16) stay float32.
+memory-mapped file, become a grouped matrix in its own exact layout (gguf_blocks.py), written
+into its final arrays by pld's C library (gguf_unpack.py; numpy's decoders where it cannot); no
+float copy of a quantized tensor is made, in memory or on disk. Norms, biases and float tensors
+(F32, F16, BF16) stay float32.
 
 The model object around them is built from the GGUF's config on the meta device (its parameters
 left empty, as a quantized load leaves them): the native runtime runs on these weights alone.
@@ -9,7 +10,6 @@ left empty, as a quantized load leaves them): the native runtime runs on these w
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,8 @@ from gguf import quants
 from transformers import PreTrainedModel
 
 from pld_cli.loading.gguf_blocks import FLOATS, LAYOUTS, Blocks, blocks, layout_bytes, stacked
-from pld_cli.loading.gguf_file import GGUFFile
+from pld_cli.loading.gguf_file import GGUFFile, Tensor
+from pld_cli.loading.gguf_unpack import Part, unpacked, unpacks
 from pld_cli.runtime.native.model import (
     Layer,
     LayerMatrix,
@@ -38,7 +39,7 @@ from pld_cli.runtime.native.quantized.state import emptied
 
 PERMUTED = ("llama",)  # llama.cpp's converter interleaves q/k rows for these architectures
 ARCHITECTURES = ("llama", "qwen2", "qwen3")  # the GGUF architectures pld's own forward covers
-LOADERS = 2  # layers decoded at once: numpy and torch let go of the GIL in their large operations
+Heads = list[int | None] | None  # per tensor of a fused matrix: its heads where rows are unpermuted
 
 
 class GGUFTensors:
@@ -71,6 +72,33 @@ class GGUFTensors:
         self.file.release(tensor)
         return found
 
+    def matrices(self, specs: list[tuple[list[str], Heads]]) -> list[LayerMatrix]:
+        """Matrices, each (names, heads) of tensors over one input, one under the other (q/k/v,
+        gate/up; or one alone), the rows of a part with a head count (q, k: heads not None) put
+        back in transformers' order. Those whose types the C library decodes are written by it
+        into their final arrays in one call (a layer's at once); the others are built by numpy's
+        decoders (a float part among them)."""
+        parts = [self.parts(names, heads) for names, heads in specs]
+        written = [i for i, part in enumerate(parts) if unpacks(t.type for t, _ in part)]
+        matrices = dict(zip(written, unpacked([parts[i] for i in written]), strict=True))
+        for i in written:
+            for tensor, _ in parts[i]:
+                self.file.release(tensor)
+        return [matrices[i] if i in matrices else self.decoded(*s) for i, s in enumerate(specs)]
+
+    def parts(self, names: list[str], heads: Heads) -> list[Part]:
+        """Each tensor with its row order (None: as stored)."""
+        tensors = [self.tensors[name] for name in names]
+        heads = heads or [None] * len(names)
+        return [(t, order(t, count)) for t, count in zip(tensors, heads, strict=True)]
+
+    def decoded(self, names: list[str], heads: Heads) -> LayerMatrix:
+        """The matrix of `matrices` by numpy's decoders."""
+        parts = [self.matrix(name) for name in names]
+        heads = heads or [None] * len(names)
+        parts = [p if h is None else unpermuted(p, h) for p, h in zip(parts, heads, strict=True)]
+        return fused(parts) if len(parts) > 1 else grouped(parts[0])
+
 
 def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     """The GGUF's weights as `model`'s native weights (model: built on the meta device from the
@@ -80,14 +108,10 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     file = GGUFTensors(path)
     config = model.config
     permute = file.architecture in PERMUTED
-    with ThreadPoolExecutor(max(1, min(LOADERS, torch.get_num_threads()))) as pool:
-        layers = list(
-            pool.map(
-                lambda i: gguf_layer(file, i, config, permute), range(config.num_hidden_layers)
-            )
-        )
-    embed = grouped(file.matrix("token_embd.weight"))
-    head = grouped(file.matrix("output.weight")) if "output.weight" in file else embed
+    layers = [gguf_layer(file, i, config, permute) for i in range(config.num_hidden_layers)]
+    names = ["token_embd.weight", *(["output.weight"] if "output.weight" in file else [])]
+    embed, *head = file.matrices([([name], None) for name in names])
+    head = head[0] if head else embed
     emptied(model)
     check_covered(model)
     weights = NativeWeights(embed, layers, file.vector("output_norm.weight"), head, **shape(model))
@@ -99,23 +123,28 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
 def gguf_layer(file: GGUFTensors, i: int, config, permute: bool) -> Layer:
     """Layer i's tensors, q/k/v and gate/up stacked, q/k rows in transformers' order."""
     prefix = f"blk.{i}."
-    q, k, v = (file.matrix(f"{prefix}attn_{x}.weight") for x in "qkv")
-    if permute:
-        q = unpermuted(q, config.num_attention_heads)
-        k = unpermuted(k, config.num_key_value_heads)
+    heads = [config.num_attention_heads, config.num_key_value_heads, None] if permute else None
     biases = [file.vector(f"{prefix}attn_{x}.bias") for x in "qkv"]
+    qkv, out, gate_up, down = file.matrices(
+        [
+            ([f"{prefix}attn_{x}.weight" for x in "qkv"], heads),
+            ([f"{prefix}attn_output.weight"], None),
+            ([f"{prefix}ffn_{x}.weight" for x in ("gate", "up")], None),
+            ([f"{prefix}ffn_down.weight"], None),
+        ]
+    )
     return Layer(
         attention_norm=file.vector(f"{prefix}attn_norm.weight"),
-        qkv=fused([q, k, v]),
+        qkv=qkv,
         qkv_bias=None if biases[0] is None else torch.cat(biases),
         q_norm=file.vector(f"{prefix}attn_q_norm.weight"),
         k_norm=file.vector(f"{prefix}attn_k_norm.weight"),
-        out=grouped(file.matrix(f"{prefix}attn_output.weight")),
+        out=out,
         out_bias=file.vector(f"{prefix}attn_output.bias"),
         mlp_norm=file.vector(f"{prefix}ffn_norm.weight"),
-        gate_up=fused([file.matrix(f"{prefix}ffn_{x}.weight") for x in ("gate", "up")]),
+        gate_up=gate_up,
         gate_up_bias=None,
-        down=grouped(file.matrix(f"{prefix}ffn_down.weight")),
+        down=down,
         down_bias=file.vector(f"{prefix}ffn_down.bias"),
     )
 
@@ -124,11 +153,21 @@ def unpermuted(matrix: Blocks | torch.Tensor, heads: int) -> Blocks | torch.Tens
     """q or k rows back in transformers' order: llama.cpp's converter interleaves each head's
     two rotary halves (as transformers' GGUF loader reverses it, row by row)."""
     rows = matrix.values.shape[0] if isinstance(matrix, Blocks) else matrix.shape[0]
-    order = torch.arange(rows).reshape(heads, rows // heads // 2, 2).transpose(1, 2).flatten()
+    order = unpermuting(rows, heads)
     if isinstance(matrix, torch.Tensor):
         return matrix[order]
     parts = (matrix.values[order], matrix.scales[order], matrix.offsets[order])
     return Blocks(*parts, matrix.bits)
+
+
+def order(tensor: Tensor, heads: int | None) -> torch.Tensor | None:
+    """A tensor's rows in transformers' order (`unpermuting`) where it has a head count."""
+    return None if heads is None else unpermuting(int(tensor.shape[1]), heads)
+
+
+def unpermuting(rows: int, heads: int) -> torch.Tensor:
+    """The order of `unpermuted`: row i of the result is the file's row order[i]."""
+    return torch.arange(rows).reshape(heads, rows // heads // 2, 2).transpose(1, 2).flatten()
 
 
 def fused(parts: list[Blocks | torch.Tensor]) -> LayerMatrix:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import repetitive_prompt
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFWriter, quants
-from test_gguf_blocks import random_blocks
+from random_blocks import random_blocks
 from transformers import LlamaConfig
 
 from pld_cli.core.config import DecodeConfig

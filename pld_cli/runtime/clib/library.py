@@ -32,6 +32,7 @@ SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
     "grouped_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, INT, INT, PTR], ctypes.c_int),
     "decode_rows": ([PTR, PTR, PTR, INT], ctypes.c_int),
+    "gguf_unpack": ([PTR, INT], ctypes.c_int),
     "pld_peak": ([INT, INT], INT),
     "omp_set_num_threads": ([ctypes.c_int], None),
     "omp_get_max_threads": ([], ctypes.c_int),

@@ -1,12 +1,15 @@
 """Every variant of pld's C library that this CPU runs gives the same bits: the int8 product, row
-attention, and whole passes of every covered family (the default model's decoding, slow, in
-test_default_model_variants.py)."""
+attention, whole passes of every covered family (the default model's decoding, slow, in
+test_default_model_variants.py), and a GGUF's blocks written into a grouped matrix."""
 
 import pytest
 import torch
 from conftest import repetitive_prompt
 from native_families import FAMILIES
+from random_blocks import random_blocks
 
+from pld_cli.loading.gguf_file import Tensor
+from pld_cli.loading.gguf_unpack import UNPACKED, unpacked
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.attention import attend_rows
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
@@ -91,3 +94,15 @@ def test_a_pass_is_the_same_on_every_variant(monkeypatch, family):
         return [verify, runtime.forward(ids[52:53]).clone(), runtime.keys[:, :, :53].clone()]
 
     assert_same_bits(each_variant(monkeypatch, passes))
+
+
+@pytest.mark.parametrize("qtype", sorted(UNPACKED), ids=lambda t: t.name)
+def test_gguf_blocks_are_written_the_same_on_every_variant(monkeypatch, qtype):
+    raw = random_blocks(qtype, 37, 512, seed=9)
+    tensor = Tensor("w", (512, 37), qtype, raw, 0)
+
+    def written():
+        (matrix,) = unpacked([[(tensor, torch.arange(37).flip(0))]])
+        return [matrix.values, matrix.group_scales, matrix.group_offsets]
+
+    assert_same_bits(each_variant(monkeypatch, written))

@@ -3,6 +3,7 @@
 
 #include "abi.c"
 #include "decoder.c"
+#include "gguf_unpack.c"
 #include "grouped.c"
 #include "peak.c"
 #include "row_attention.c"

@@ -69,6 +69,27 @@ class GroupedMatrix(RowKernel):
         self.device, self.dtype = values.device, dtype
 
     @classmethod
+    def from_blocked(
+        cls,
+        values: torch.Tensor,
+        scales: torch.Tensor,
+        offsets: torch.Tensor,
+        bits: int,
+        dtype: torch.dtype = torch.float32,
+    ) -> GroupedMatrix:
+        """From arrays already in the kernel's order (`blocked`'s: values [out, in * bits / 8],
+        scales and offsets [out, in / group]), taken as they are: a GGUF's blocks are written
+        straight into them at load (loading/gguf_unpack.py), so nothing is copied a second time."""
+        group = values.shape[1] * 8 // bits // scales.shape[1]
+        if group not in GROUPS or bits not in BITS or scales.shape != offsets.shape:
+            raise Unsupported(f"no grouped layout of {bits} bits in groups of {group}")
+        matrix = cls.__new__(cls)
+        matrix.values, matrix.group_scales, matrix.group_offsets = values, scales, offsets
+        matrix.layout = torch.tensor([group, bits])
+        matrix.device, matrix.dtype = values.device, dtype
+        return matrix
+
+    @classmethod
     def quantized(cls, weight: torch.Tensor) -> GroupedMatrix:
         """A float matrix [out, in] as bytes in groups of GROUP, each on the closer grid."""
         values = torch.empty(weight.shape, dtype=torch.uint8, device=weight.device)
@@ -138,14 +159,8 @@ class GroupedMatrix(RowKernel):
     def outputs(self, start: int, stop: int) -> GroupedMatrix:
         """Outputs start..stop-1 (start a multiple of BLOCK; stop too, or the last output) as a
         matrix sharing this one's memory: the blocks are stored one after another."""
-        part = GroupedMatrix.__new__(GroupedMatrix)
-        part.values = self.values[start:stop]
-        part.group_scales, part.group_offsets = (
-            self.group_scales[start:stop],
-            self.group_offsets[start:stop],
-        )
-        part.layout, part.device, part.dtype = self.layout, self.device, self.dtype
-        return part
+        parts = (self.values, self.group_scales, self.group_offsets)
+        return GroupedMatrix.from_blocked(*(t[start:stop] for t in parts), self.bits, self.dtype)
 
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows of the matrix in its source's dtype [n, in]: the embedding lookup of a tied head."""

@@ -1,0 +1,135 @@
+"""GGUF tensors written by pld's C library straight from the file's blocks into a grouped
+matrix's final arrays (runtime/clib/csrc/gguf_unpack.c), in the kernel's blocked, nibble-packed
+order: the arrays are allocated once and each tensor's rows are decoded into their place, fused
+q/k/v and gate/up parts at their own rows and in the layout that holds them all, q/k rows put
+back in transformers' order as they are written. So a load makes no copy but the final one, and
+no pass over the weights in numpy or torch.
+
+The C decoders cover every type with an exact layout (gguf_blocks.LAYOUTS: Q8_0, Q4_0, Q4_1,
+Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and give the numpy decoders' bits. gguf_blocks.py's
+numpy path stays the reference the tests hold these to, and builds what the C library does not:
+a fused matrix with a float part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+from pld_cli.loading.gguf_blocks import LAYOUTS
+from pld_cli.loading.gguf_file import Tensor
+from pld_cli.runtime.clib import library
+from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+
+KERNEL = "gguf_unpack"
+UNPACKED = frozenset(LAYOUTS)  # the types csrc/gguf_unpack.c decodes
+Part = tuple[Tensor, torch.Tensor | None]  # a tensor and its row order (None: as stored)
+
+
+def unpacks(types: Iterable[GGMLQuantizationType]) -> bool:
+    """Whether the C library is here and decodes every one of these types."""
+    return library.kernel(KERNEL) is not None and all(kind in UNPACKED for kind in types)
+
+
+def unpacked(matrices: list[list[Part]]) -> list[GroupedMatrix]:
+    """Matrices, each of tensors over the same inputs one under the other in the layout that
+    holds them all (the smallest group, the most bits: as gguf_blocks.stacked), each tensor's
+    rows in its order (row i: the tensor's row order[i]; None: as stored). Written in one call
+    of the C library, one parallel region (a layer's matrices at once: a region ends waiting for
+    every thread, which a busy machine's shared cores make slow)."""
+    built, jobs = [], []
+    for parts in matrices:
+        matrix = allocated([tensor for tensor, _ in parts])
+        built.append(matrix)
+        first = 0
+        for tensor, order in parts:
+            jobs.append(Job(tensor, order, matrix, first))
+            first += rows(tensor)
+    write(jobs)
+    return built
+
+
+@dataclass
+class Job:
+    """A tensor to write into `matrix`, as its rows first.. (in `order` where given)."""
+
+    tensor: Tensor
+    order: torch.Tensor | None
+    matrix: GroupedMatrix
+    first: int
+
+
+def allocated(tensors: list[Tensor]) -> GroupedMatrix:
+    """The (unwritten) matrix that holds these tensors one under the other."""
+    group = min(LAYOUTS[tensor.type][0] for tensor in tensors)
+    bits = max(LAYOUTS[tensor.type][1] for tensor in tensors)
+    inputs = int(tensors[0].shape[0])
+    if any(int(tensor.shape[0]) != inputs for tensor in tensors):
+        raise ValueError(f"fused tensors of different inputs: {[t.name for t in tensors]}")
+    out = sum(rows(tensor) for tensor in tensors)
+    values = torch.empty(out, inputs * bits // 8, dtype=torch.uint8)
+    scales, offsets = torch.empty(out, inputs // group), torch.empty(out, inputs // group)
+    return GroupedMatrix.from_blocked(values, scales, offsets, bits)
+
+
+def rows(tensor: Tensor) -> int:
+    return int(tensor.shape[1])
+
+
+def write(jobs: list[Job]) -> None:
+    """The jobs' tensors into their matrices, in one call of the C function, which takes each as
+    a row of int64 fields (csrc/gguf_unpack.c's JOB_ order) and trusts their sizes: so they are
+    checked here (the bytes are the shape's, the order is a permutation)."""
+    kept = [(checked_data(job.tensor), checked_order(job.tensor, job.order)) for job in jobs]
+    table = torch.tensor(
+        [fields(job, data, order) for job, (data, order) in zip(jobs, kept, strict=True)],
+        dtype=torch.int64,
+    )
+    if library.kernel(KERNEL)(table.data_ptr(), len(jobs)) != 0:
+        refused = ", ".join(
+            f"{j.tensor.name} ({j.tensor.type.name}) as {j.matrix.bits} bits in groups of "
+            f"{j.matrix.group}"
+            for j in jobs
+        )
+        raise ValueError(f"pld's C library cannot write {refused}")
+
+
+def fields(job: Job, data: np.ndarray, order: torch.Tensor | None) -> list[int]:
+    """A job as the C function's row: the tensor (its bytes, type, rows, inputs, row order or
+    0), then the matrix (values, scales, offsets, rows), the first row, group and bits."""
+    matrix = job.matrix
+    return [
+        data.ctypes.data,
+        job.tensor.type.value,
+        rows(job.tensor),
+        int(job.tensor.shape[0]),
+        0 if order is None else order.data_ptr(),
+        matrix.values.data_ptr(),
+        matrix.group_scales.data_ptr(),
+        matrix.group_offsets.data_ptr(),
+        matrix.shape[0],
+        job.first,
+        matrix.group,
+        matrix.bits,
+    ]
+
+
+def checked_data(tensor: Tensor) -> np.ndarray:
+    data = np.ascontiguousarray(tensor.data)
+    block, size = GGML_QUANT_SIZES[tensor.type]
+    if data.nbytes != rows(tensor) * int(tensor.shape[0]) // block * size:
+        raise ValueError(f"{tensor.name}: {data.nbytes} bytes for its shape {tensor.shape}")
+    return data
+
+
+def checked_order(tensor: Tensor, order: torch.Tensor | None) -> torch.Tensor | None:
+    if order is None:
+        return None
+    order = order.to(torch.int64).contiguous()
+    if not torch.equal(order.sort().values, torch.arange(rows(tensor))):
+        raise ValueError(f"{tensor.name}: the row order is not a permutation of its rows")
+    return order
