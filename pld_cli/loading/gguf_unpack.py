@@ -26,6 +26,7 @@ from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 
 KERNEL = "gguf_unpack"
+SUPER = 256  # values in a K-quant's block: one scale factor per output and block
 UNPACKED = frozenset(LAYOUTS)  # the types csrc/gguf_unpack.c decodes
 Part = tuple[Tensor, torch.Tensor | None]  # a tensor and its row order (None: as stored)
 
@@ -64,16 +65,23 @@ class Job:
 
 
 def allocated(tensors: list[Tensor]) -> GroupedMatrix:
-    """The (unwritten) matrix that holds these tensors one under the other."""
+    """The (unwritten) matrix that holds these tensors one under the other; where all are
+    K-quants, with their scales in the file's form (a factor per super-block, a byte per group)."""
     group = min(LAYOUTS[tensor.type][0] for tensor in tensors)
     bits = max(LAYOUTS[tensor.type][1] for tensor in tensors)
     inputs = int(tensors[0].shape[0])
     if any(int(tensor.shape[0]) != inputs for tensor in tensors):
         raise ValueError(f"fused tensors of different inputs: {[t.name for t in tensors]}")
-    out = sum(rows(tensor) for tensor in tensors)
+    out, groups = sum(rows(tensor) for tensor in tensors), inputs // group
     values = torch.empty(out, inputs * bits // 8, dtype=torch.uint8)
-    scales, offsets = torch.empty(out, inputs // group), torch.empty(out, inputs // group)
-    return GroupedMatrix.from_blocked(values, scales, offsets, bits)
+    if not all(GGML_QUANT_SIZES[tensor.type][0] == SUPER for tensor in tensors):
+        scales, offsets = torch.empty(out, groups), torch.empty(out, groups)
+        return GroupedMatrix.from_blocked(values, scales, offsets, bits)
+    factors = out, inputs // SUPER
+    subs = torch.empty(out, groups, dtype=torch.int8), torch.empty(out, groups, dtype=torch.int8)
+    return GroupedMatrix.from_blocked(
+        values, torch.empty(factors), torch.empty(factors), bits, subs=subs
+    )
 
 
 def rows(tensor: Tensor) -> int:
@@ -100,8 +108,10 @@ def write(jobs: list[Job]) -> None:
 
 def fields(job: Job, data: np.ndarray, order: torch.Tensor | None) -> list[int]:
     """A job as the C function's row: the tensor (its bytes, type, rows, inputs, row order or
-    0), then the matrix (values, scales, offsets, rows), the first row, group and bits."""
+    0), then the matrix (values, scales, offsets, sub-scales and sub-offsets or 0, rows), the
+    first row, group, bits and groups per factor."""
     matrix = job.matrix
+    subs = (matrix.sub_scales, matrix.sub_offsets)
     return [
         data.ctypes.data,
         job.tensor.type.value,
@@ -111,10 +121,12 @@ def fields(job: Job, data: np.ndarray, order: torch.Tensor | None) -> list[int]:
         matrix.values.data_ptr(),
         matrix.group_scales.data_ptr(),
         matrix.group_offsets.data_ptr(),
+        *(0 if sub is None else sub.data_ptr() for sub in subs),
         matrix.shape[0],
         job.first,
         matrix.group,
         matrix.bits,
+        matrix.super,
     ]
 
 

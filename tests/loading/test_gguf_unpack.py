@@ -46,13 +46,18 @@ def written(tensors: list[Tensor], heads: list[int | None]) -> GroupedMatrix:
 
 
 def assert_same_bits(got: GroupedMatrix, want: GroupedMatrix) -> None:
+    """Values, each group's scale and offset as the kernel forms them (where `got` keeps the
+    K-quants' factors and bytes), and the dequantized weights, bit for bit."""
     assert (got.group, got.bits, got.shape) == (want.group, want.bits, want.shape)
     assert torch.equal(got.values, want.values)
-    for name in ("group_scales", "group_offsets"):
-        assert torch.equal(
-            getattr(got, name).view(torch.int32), getattr(want, name).view(torch.int32)
-        )
+    rows = torch.arange(got.shape[0])
+    for formed, wanted in zip(got.scales_of(rows), want.scales_of(rows), strict=True):
+        assert torch.equal(formed.view(torch.int32), wanted.view(torch.int32))
     assert torch.equal(got.dequantized().view(torch.int32), want.dequantized().view(torch.int32))
+
+
+def is_k_quant(qtype) -> bool:
+    return qtype.name.endswith("_K")
 
 
 def test_every_type_with_a_layout_is_written_in_c():
@@ -63,7 +68,9 @@ def test_every_type_with_a_layout_is_written_in_c():
 @pytest.mark.parametrize("rows", [37, 16, 3])  # a last block of 5 outputs, one whole block, less
 def test_each_type_is_written_with_numpys_bits(qtype, rows):
     matrix = [tensor(qtype, rows, 512, seed=rows)]
-    assert_same_bits(written(matrix, [None]), reference(matrix, [None]))
+    got = written(matrix, [None])
+    assert_same_bits(got, reference(matrix, [None]))
+    assert got.super == (256 // got.group if is_k_quant(qtype) else 1)  # K-quants as the file
 
 
 @pytest.mark.parametrize(
@@ -83,6 +90,7 @@ def test_a_fused_matrix_of_mixed_types_with_unpermuted_rows(types, layout):
     heads = [4, 2, None]
     got = written(parts, heads)
     assert (got.group, got.bits) == layout
+    assert got.super == (256 // got.group if all(map(is_k_quant, types)) else 1)
     assert_same_bits(got, reference(parts, heads))
 
 

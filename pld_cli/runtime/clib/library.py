@@ -30,7 +30,7 @@ from pld_cli.runtime.clib.tables import FLOAT, INT, PTR, layout_mismatch
 # the library (threads.py), which links it.
 SIGNATURES = {
     "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
-    "grouped_mm": ([PTR, INT, PTR, PTR, PTR, INT, INT, INT, INT, PTR], ctypes.c_int),
+    "grouped_mm": ([PTR, INT, PTR, PTR], ctypes.c_int),
     "decode_rows": ([PTR, PTR, PTR, INT], ctypes.c_int),
     "gguf_unpack": ([PTR, INT], ctypes.c_int),
     "pld_peak": ([INT, INT], INT),

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 5  # PLD_ABI_VERSION in csrc/decoder.h
+ABI_VERSION = 6  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
 
+class Scales(ctypes.Structure):
+    """A grouped matrix's scales and offsets: float32 per group, or (sub_scales not NULL) a
+    float32 factor per `super` groups times a signed byte per group."""
+
+    _fields_ = [(name, PTR) for name in ("scales", "offsets", "sub_scales", "sub_offsets")]
+    _fields_ += [("super", INT)]
+
+
 class Matrix(ctypes.Structure):
-    _fields_ = [("values", PTR), ("scales", PTR), ("offsets", PTR), ("bias", PTR)]
+    _fields_ = [("values", PTR), ("scales", Scales), ("bias", PTR)]
     _fields_ += [(name, INT) for name in ("rows", "cols", "group", "bits")]
 
 
@@ -43,7 +51,7 @@ def expected_layout() -> list[int]:
     """What `pld_abi` reports for these structures: the version, then per structure its size and
     each field's offset in declaration order."""
     layout = [ABI_VERSION]
-    for table in (Matrix, Block, Decoder, Segment):
+    for table in (Scales, Matrix, Block, Decoder, Segment):
         layout.append(ctypes.sizeof(table))
         layout += [getattr(table, name).offset for name, _ in table._fields_]
     return layout

@@ -97,10 +97,10 @@ class CDecoder:
         return Block(**fields)
 
     def matrix(self, matrix: GroupedMatrix, bias: torch.Tensor | None) -> Matrix:
-        rows, cols = matrix.shape
-        parts = (matrix.values, matrix.group_scales, matrix.group_offsets, bias)
-        values, scales, offsets, bias = (self.pointer(part) for part in parts)
-        return Matrix(values, scales, offsets, bias, rows, cols, matrix.group, matrix.bits)
+        if not all(array.is_contiguous() for array in matrix.arrays()):
+            raise ValueError("the C decoder reads a matrix's arrays in place: contiguous")
+        self.kept += matrix.arrays()
+        return matrix.table(self.pointer(bias))
 
     def pointer(self, tensor: torch.Tensor | None) -> int | None:
         """The address of a contiguous float32 (or byte) copy of tensor, kept alive; None: NULL."""

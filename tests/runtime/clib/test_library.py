@@ -1,6 +1,8 @@
 """pld's C library: built at install for each instruction set, the best one this CPU runs chosen,
 one forced by PLD_KERNELS, and a build whose tables differ from pld's refused."""
 
+import ctypes
+
 import pytest
 
 from pld_cli.runtime.clib import library, tables
@@ -56,19 +58,18 @@ def test_a_kernel_given_sizes_it_does_not_take_refuses_them(fresh):
 
     x, out = torch.zeros(2, 40), torch.zeros(2, 8)
     values, scales = torch.zeros(8, 40, dtype=torch.uint8), torch.zeros(8, 3)
-    for inputs, group, bits in [(40, 32, 8), (40, 16, 4), (32, 8, 8), (32, 32, 2)]:
-        code = library.kernel("grouped_mm")(
-            x.data_ptr(),
-            2,
-            values.data_ptr(),
-            scales.data_ptr(),
-            scales.data_ptr(),
-            8,
-            inputs,
-            group,
-            bits,
-            out.data_ptr(),
-        )  # 40 inputs: not whole groups; groups of 8 or 2 bits: no such layout
+    subs = torch.zeros(8, 3, dtype=torch.int8)
+    per_group = tables.Scales(scales.data_ptr(), scales.data_ptr(), None, None, 1)
+    factored = tables.Scales(*[t.data_ptr() for t in (scales, scales, subs, subs)], 2)
+    for inputs, group, bits, kept in [
+        (40, 32, 8, per_group),  # 40 inputs: not whole groups
+        (40, 16, 4, per_group),
+        (32, 8, 8, per_group),  # groups of 8 or 2 bits: no such layout
+        (32, 32, 2, per_group),
+        (48, 16, 8, factored),  # 3 groups: not whole super-blocks of 2
+    ]:
+        matrix = tables.Matrix(values.data_ptr(), kept, None, 8, inputs, group, bits)
+        code = library.kernel("grouped_mm")(x.data_ptr(), 2, ctypes.byref(matrix), out.data_ptr())
         assert code == library.WRONG_SIZES
     query = torch.zeros(1, 1, 24)
     code = library.kernel("attend_rows")(

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import repetitive_prompt
 from native_families import FAMILIES
-from random_blocks import random_blocks
+from random_blocks import factored_matrix, random_blocks
 
 from pld_cli.loading.gguf_file import Tensor
 from pld_cli.loading.gguf_unpack import UNPACKED, unpacked
@@ -63,6 +63,13 @@ def test_every_layouts_product_is_the_same_on_every_variant(monkeypatch, group, 
     assert_same_bits(each_variant(monkeypatch, lambda: [matrix.product(x[:m]) for m in (1, 4, 9)]))
 
 
+@pytest.mark.parametrize("group,bits", [(32, 4), (16, 8)])  # Q4_K's own, Q6_K's (or a fused)
+def test_the_k_quants_scale_form_is_the_same_on_every_variant(monkeypatch, group, bits):
+    _, matrix = factored_matrix(37, 512, group, bits, seed=8)
+    x = 3 * randn(9, 512, seed=7)
+    assert_same_bits(each_variant(monkeypatch, lambda: [matrix.product(x[:m]) for m in (1, 4, 9)]))
+
+
 @pytest.mark.parametrize("end", [1, 255, 600])  # within a chunk of slots, and across chunks
 @pytest.mark.parametrize("head_dim", [64, 128, 32])  # the kernel's two constant sizes, and any
 def test_row_attention_is_the_same_on_every_variant(monkeypatch, end, head_dim):
@@ -103,6 +110,6 @@ def test_gguf_blocks_are_written_the_same_on_every_variant(monkeypatch, qtype):
 
     def written():
         (matrix,) = unpacked([[(tensor, torch.arange(37).flip(0))]])
-        return [matrix.values, matrix.group_scales, matrix.group_offsets]
+        return matrix.arrays()
 
     assert_same_bits(each_variant(monkeypatch, written))

@@ -10,15 +10,20 @@
 
 const char* pld_variant(void) { return VARIANT; }
 
-/* The ABI version, then the size and every field offset of Matrix, Block, Decoder and Segment, in
+/* The ABI version, then the size and every field offset of Scales, Matrix, Block, Decoder and Segment, in
    declaration order, into out [n]; returns how many values there are. */
 int64_t pld_abi(int64_t* out, int64_t n) {
   const int64_t layout[] = {
       PLD_ABI_VERSION,
+      sizeof(Scales),
+      offsetof(Scales, scales),
+      offsetof(Scales, offsets),
+      offsetof(Scales, sub_scales),
+      offsetof(Scales, sub_offsets),
+      offsetof(Scales, super),
       sizeof(Matrix),
       offsetof(Matrix, values),
       offsetof(Matrix, scales),
-      offsetof(Matrix, offsets),
       offsetof(Matrix, bias),
       offsetof(Matrix, rows),
       offsetof(Matrix, cols),

@@ -26,8 +26,7 @@
 
 /* y [rows, N] = x [rows, K] @ W.T + bias */
 static int product(const Matrix* m, const float* x, int64_t rows, float* y) {
-  int code = grouped_mm(x, rows, m->values, m->scales, m->offsets, m->rows, m->cols, m->group,
-                        m->bits, y);
+  int code = grouped_mm(x, rows, m, y);
   if (code != 0) return code;
   if (m->bias)
     for (int64_t i = 0; i < rows; i++)

@@ -6,14 +6,23 @@
 
 #include <stdint.h>
 
-#define PLD_ABI_VERSION 5 /* raised with any change of a signature or a table below */
+#define PLD_ABI_VERSION 6 /* raised with any change of a signature or a table below */
+
+/* A GroupedMatrix's scales and offsets (grouped.c): float32 per group, or (sub_scales set) a
+   float32 factor per `super` groups times a signed byte per group, the GGUF's K-quant form. */
+typedef struct {
+  const float* scales;
+  const float* offsets;
+  const int8_t* sub_scales; /* NULL: scales and offsets are per group */
+  const int8_t* sub_offsets;
+  int64_t super;
+} Scales;
 
 /* A GroupedMatrix [rows, cols] (see grouped.c: `group` inputs per scale, `bits` per weight) and
    its bias [rows] (NULL: none). */
 typedef struct {
   const uint8_t* values;
-  const float* scales;
-  const float* offsets;
+  Scales scales;
   const float* bias;
   int64_t rows, cols, group, bits;
 } Matrix;
@@ -44,8 +53,7 @@ typedef struct {
   int64_t rows, base, start;
 } Segment;
 
-int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
-               const float* offsets, int64_t N, int64_t K, int64_t group, int64_t bits, float* y);
+int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y);
 int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
                 float scale, float* out);

@@ -9,7 +9,8 @@
    another order (`order`: llama.cpp's interleaved q/k rows back in transformers' order) and in a
    layout wider than the type's own (groups of 16 where the type has 32, its scales repeated;
    bytes where it has nibbles), so the parts of a fused q/k/v or gate/up matrix are each written
-   in place at their own rows. Rows are spread over OpenMP's threads 16 at a time, taken as each
+   in place at their own rows. A matrix of K-quants alone keeps their scales in the file's form
+   (grouped.c): a factor per super-block, the float16 d or dmin widened, and a byte per group. Rows are spread over OpenMP's threads 16 at a time, taken as each
    thread is free (a block of the layout each where the part starts on a block's first row), so a
    thread the system holds back does not keep the others waiting, and a layer's tensors are
    written in one parallel region (gguf_unpack, at the end). */
@@ -71,63 +72,76 @@ static void add_bit_planes(const uint8_t* h, int at, uint8_t* u) {
     for (int i = 0; i < 32; i++) u[j * 32 + i] |= ((h[i] >> j) & 1) << at;
 }
 
+/* A block's scales and offsets as the file forms them: group j's scale is d * sc[j] and its
+   offset m * mc[j] (a float16 field, widened, times a small integer: exact in float32). A type
+   with one group per block has d and m as that group's scale and offset themselves (`alone`: no
+   product, which would quiet a signalling NaN's bits). */
+typedef struct {
+  float d, m;
+  int8_t sc[MAX_SCALES], mc[MAX_SCALES];
+  int alone;
+} BlockScales;
+
+/* A block of one group: scale d, offset m. */
+static void one_group(float d, float m, BlockScales* s) {
+  s->d = d;
+  s->m = m;
+  s->alone = 1;
+}
+
 /* Q4_K's and Q5_K's eight 6-bit scales and mins from their 12 bytes, as ggml packs them. */
-static void k_scales(const uint8_t* p, float d, float dmin, float* s, float* o) {
+static void k_scales(const uint8_t* p, float d, float dmin, BlockScales* s) {
+  s->alone = 0;
+  s->d = d;
+  s->m = -dmin;
   for (int j = 0; j < 8; j++) {
-    int scale = j < 4 ? p[j] & 0x3F : (p[j + 4] & 0x0F) | ((p[j - 4] >> 2) & 0x30);
-    int min = j < 4 ? p[j + 4] & 0x3F : (p[j + 4] >> 4) | ((p[j] >> 2) & 0x30);
-    s[j] = d * (float)scale;
-    o[j] = -(dmin * (float)min);
+    s->sc[j] = (int8_t)(j < 4 ? p[j] & 0x3F : (p[j + 4] & 0x0F) | ((p[j - 4] >> 2) & 0x30));
+    s->mc[j] = (int8_t)(j < 4 ? p[j + 4] & 0x3F : (p[j + 4] >> 4) | ((p[j] >> 2) & 0x30));
   }
 }
 
-/* One block of each type: its values u, and per group of the type its scale s and offset o. */
-typedef void (*Decode)(const uint8_t* b, uint8_t* u, float* s, float* o);
+/* One block of each type: its values u, and its scales. */
+typedef void (*Decode)(const uint8_t* b, uint8_t* u, BlockScales* s);
 
-static void decode_q8_0(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q8_0(const uint8_t* b, uint8_t* u, BlockScales* s) {
   for (int i = 0; i < 32; i++) u[i] = b[2 + i] ^ 0x80; /* the int8 byte + 128 */
-  s[0] = half_at(b);
-  o[0] = -128.0f * s[0];
+  one_group(half_at(b), -128.0f * half_at(b), s);
 }
 
-static void decode_q4_0(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q4_0(const uint8_t* b, uint8_t* u, BlockScales* s) {
   nibbles_of(b + 2, 16, u);
-  s[0] = half_at(b);
-  o[0] = -8.0f * s[0];
+  one_group(half_at(b), -8.0f * half_at(b), s);
 }
 
-static void decode_q4_1(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q4_1(const uint8_t* b, uint8_t* u, BlockScales* s) {
   nibbles_of(b + 4, 16, u);
-  s[0] = half_at(b);
-  o[0] = half_at(b + 2);
+  one_group(half_at(b), half_at(b + 2), s);
 }
 
-static void decode_q5_0(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q5_0(const uint8_t* b, uint8_t* u, BlockScales* s) {
   nibbles_of(b + 6, 16, u);
   add_fifth_bits(b + 2, u);
-  s[0] = half_at(b);
-  o[0] = -16.0f * s[0];
+  one_group(half_at(b), -16.0f * half_at(b), s);
 }
 
-static void decode_q5_1(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q5_1(const uint8_t* b, uint8_t* u, BlockScales* s) {
   nibbles_of(b + 8, 16, u);
   add_fifth_bits(b + 4, u);
-  s[0] = half_at(b);
-  o[0] = half_at(b + 2);
+  one_group(half_at(b), half_at(b + 2), s);
 }
 
-static void decode_q4_k(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q4_k(const uint8_t* b, uint8_t* u, BlockScales* s) {
   for (int chunk = 0; chunk < 4; chunk++) nibbles_of(b + 16 + 32 * chunk, 32, u + 64 * chunk);
-  k_scales(b + 4, half_at(b), half_at(b + 2), s, o);
+  k_scales(b + 4, half_at(b), half_at(b + 2), s);
 }
 
-static void decode_q5_k(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q5_k(const uint8_t* b, uint8_t* u, BlockScales* s) {
   for (int chunk = 0; chunk < 4; chunk++) nibbles_of(b + 48 + 32 * chunk, 32, u + 64 * chunk);
   add_bit_planes(b + 16, 4, u);
-  k_scales(b + 4, half_at(b), half_at(b + 2), s, o);
+  k_scales(b + 4, half_at(b), half_at(b + 2), s);
 }
 
-static void decode_q6_k(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q6_k(const uint8_t* b, uint8_t* u, BlockScales* s) {
   const uint8_t* high = b + 128;
   for (int half = 0; half < 2; half++) {
     nibbles_of(b + 64 * half, 64, u + 128 * half);
@@ -135,31 +149,33 @@ static void decode_q6_k(const uint8_t* b, uint8_t* u, float* s, float* o) {
       for (int i = 0; i < 32; i++)
         u[half * 128 + plane * 32 + i] |= ((high[half * 32 + i] >> 2 * plane) & 3) << 4;
   }
-  float d = half_at(b + 208);
-  for (int j = 0; j < 16; j++) {
-    s[j] = d * (float)(int8_t)b[192 + j];
-    o[j] = -32.0f * s[j];
-  }
+  s->alone = 0;
+  s->d = half_at(b + 208);
+  s->m = -32.0f * s->d;
+  for (int j = 0; j < 16; j++) s->sc[j] = s->mc[j] = (int8_t)b[192 + j];
 }
 
-static void decode_q2_k(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q2_k(const uint8_t* b, uint8_t* u, BlockScales* s) {
   two_bit_planes(b + 16, u);
-  float d = half_at(b + 80), dmin = half_at(b + 82);
+  s->alone = 0;
+  s->d = half_at(b + 80);
+  s->m = -half_at(b + 82);
   for (int j = 0; j < 16; j++) {
-    s[j] = d * (float)(b[j] & 0x0F);
-    o[j] = -(dmin * (float)(b[j] >> 4));
+    s->sc[j] = (int8_t)(b[j] & 0x0F);
+    s->mc[j] = (int8_t)(b[j] >> 4);
   }
 }
 
-static void decode_q3_k(const uint8_t* b, uint8_t* u, float* s, float* o) {
+static void decode_q3_k(const uint8_t* b, uint8_t* u, BlockScales* s) {
   two_bit_planes(b + 32, u);
   add_bit_planes(b, 2, u); /* set: the value is not lowered by 4 */
   const uint8_t *low = b + 96, *high = b + 104;
-  float d = half_at(b + 108);
+  s->alone = 0;
+  s->d = half_at(b + 108);
+  s->m = -4.0f * s->d;
   for (int j = 0; j < 16; j++) {
     int six = (j < 8 ? low[j] & 0x0F : low[j - 8] >> 4) | ((high[j % 4] >> 2 * (j / 4)) & 3) << 4;
-    s[j] = d * ((float)six - 32.0f);
-    o[j] = -4.0f * s[j];
+    s->sc[j] = s->mc[j] = (int8_t)(six - 32);
   }
 }
 
@@ -191,19 +207,41 @@ static const Format* format_of(int64_t type) {
   }
 }
 
-/* Where one output row lies in the arrays: its block's values, scales and offsets, its lane in
-   the block and the block's width (16, or what the last block holds). */
+/* One tensor to write, as JOB_FIELDS int64 values of gguf_unpack's table: its blocks (raw, row
+   after row) and GGML type, its rows and inputs K, the row order (0: as stored; else output row
+   first + r is the tensor's row order[r]), then the matrix it goes into: its values, scales and
+   offsets, their bytes per group (0: none, the scales per group; the whole arrays), its rows N,
+   the tensor's first row there, its group and bits, and the groups per factor. */
+enum { JOB_RAW, JOB_TYPE, JOB_ROWS, JOB_COLS, JOB_ORDER, JOB_VALUES, JOB_SCALES, JOB_OFFSETS };
+enum { JOB_SUB_SCALES = JOB_OFFSETS + 1, JOB_SUB_OFFSETS, JOB_OUT, JOB_FIRST, JOB_GROUP };
+enum { JOB_BITS = JOB_GROUP + 1, JOB_SUPER, JOB_FIELDS };
+
+/* Where one output row lies in the arrays: its block's values, scales and offsets (and their
+   bytes per group where the matrix keeps the K-quants' form: `super` groups a factor), its lane
+   in the block and the block's width (16, or what the last block holds). */
 typedef struct {
   uint8_t* values;
   float *scales, *offsets;
-  int64_t lane, width;
+  int8_t *sub_scales, *sub_offsets; /* NULL: a float32 scale and offset per group */
+  int64_t super, lane, width;
 } Place;
 
-static Place place_of(uint8_t* values, float* scales, float* offsets, int64_t n, int64_t N,
-                      int64_t K, int64_t group, int64_t bits) {
-  int64_t first = n / BLOCK * BLOCK, groups = K / group;
-  Place place = {values + first * K * bits / 8, scales + first * groups, offsets + first * groups,
-                 n - first, N - first < BLOCK ? N - first : BLOCK};
+/* A row's place in a job's matrix (its arrays, from the job's fields). */
+static Place place_of(const int64_t* job, int64_t n) {
+  const int64_t N = job[JOB_OUT], K = job[JOB_COLS], groups = K / job[JOB_GROUP];
+  const int64_t first = n / BLOCK * BLOCK, super = job[JOB_SUB_SCALES] ? job[JOB_SUPER] : 1;
+  Place place = {(uint8_t*)(uintptr_t)job[JOB_VALUES] + first * K * job[JOB_BITS] / 8,
+                 (float*)(uintptr_t)job[JOB_SCALES] + first * (groups / super),
+                 (float*)(uintptr_t)job[JOB_OFFSETS] + first * (groups / super),
+                 NULL,
+                 NULL,
+                 super,
+                 n - first,
+                 N - first < BLOCK ? N - first : BLOCK};
+  if (job[JOB_SUB_SCALES]) {
+    place.sub_scales = (int8_t*)(uintptr_t)job[JOB_SUB_SCALES] + first * groups;
+    place.sub_offsets = (int8_t*)(uintptr_t)job[JOB_SUB_OFFSETS] + first * groups;
+  }
   return place;
 }
 
@@ -221,32 +259,42 @@ static void put_values(const uint8_t* u, int count, int64_t e0, Place p, int64_t
   }
 }
 
-/* A block's scales and offsets, one per `own` inputs, as one per `group` (each repeated). */
-static void put_scales(const float* s, const float* o, int count, int own, int64_t group,
-                       int64_t e0, Place p) {
+/* A block's scales and offsets, one per `own` inputs, as one per `group` (each repeated): as the
+   products d * sc and m * mc, or in the K-quants' form (the block is one super-block of the
+   matrix: its factors d and m, then the integers). */
+static void put_scales(const BlockScales* s, int count, int own, int64_t group, int64_t e0,
+                       Place p) {
   int repeat = own / (int)group;
+  if (p.sub_scales) {
+    int64_t at = e0 / group / p.super * p.width + p.lane;
+    p.scales[at] = s->d;
+    p.offsets[at] = s->m;
+  }
   for (int j = 0; j < count / (int)group; j++) {
     int64_t at = (e0 / group + j) * p.width + p.lane;
-    p.scales[at] = s[j / repeat];
-    p.offsets[at] = o[j / repeat];
+    if (p.sub_scales) {
+      p.sub_scales[at] = s->sc[j / repeat];
+      p.sub_offsets[at] = s->mc[j / repeat];
+    } else if (s->alone) {
+      p.scales[at] = s->d;
+      p.offsets[at] = s->m;
+    } else {
+      p.scales[at] = s->d * (float)s->sc[j / repeat];
+      p.offsets[at] = s->m * (float)s->mc[j / repeat];
+    }
   }
 }
 
-/* One tensor to write, as JOB_FIELDS int64 values of gguf_unpack's table: its blocks (raw, row
-   after row) and GGML type, its rows and inputs K, the row order (0: as stored; else output row
-   first + r is the tensor's row order[r]), then the matrix it goes into: its values, scales and
-   offsets (the whole arrays), its rows N, the tensor's first row there, its group and bits. */
-enum { JOB_RAW, JOB_TYPE, JOB_ROWS, JOB_COLS, JOB_ORDER, JOB_VALUES, JOB_SCALES, JOB_OFFSETS };
-enum { JOB_OUT = JOB_OFFSETS + 1, JOB_FIRST, JOB_GROUP, JOB_BITS, JOB_FIELDS };
-
-/* Whether a job's type has a decoder here and its matrix's layout and rows can hold it. */
+/* Whether a job's type has a decoder here and its matrix's layout and rows can hold it: the
+   K-quants' form takes a type whose block is one of its super-blocks. */
 static int job_fits(const int64_t* job) {
   const Format* f = format_of(job[JOB_TYPE]);
   int64_t K = job[JOB_COLS], group = job[JOB_GROUP], bits = job[JOB_BITS];
   int64_t first = job[JOB_FIRST], rows = job[JOB_ROWS];
   return f && K > 0 && K % f->values == 0 && (group == 16 || group == 32) && group <= f->group &&
          (bits == 8 || bits == 4) && bits >= f->bits && first >= 0 && rows >= 0 &&
-         first + rows <= job[JOB_OUT];
+         first + rows <= job[JOB_OUT] &&
+         (!job[JOB_SUB_SCALES] || (job[JOB_SUB_OFFSETS] && group * job[JOB_SUPER] == f->values));
 }
 
 /* Rows r0..r1-1 of a job's tensor into its matrix, block by block of the type. */
@@ -255,19 +303,15 @@ static void write_rows(const int64_t* job, int64_t r0, int64_t r1) {
   const int64_t K = job[JOB_COLS], blocks = K / f->values, row_bytes = blocks * f->bytes;
   const uint8_t* raw = (const uint8_t*)(uintptr_t)job[JOB_RAW];
   const int64_t* order = (const int64_t*)(uintptr_t)job[JOB_ORDER];
-  uint8_t* values = (uint8_t*)(uintptr_t)job[JOB_VALUES];
-  float* scales = (float*)(uintptr_t)job[JOB_SCALES];
-  float* offsets = (float*)(uintptr_t)job[JOB_OFFSETS];
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t* source = raw + (order ? order[r] : r) * row_bytes;
-    Place place = place_of(values, scales, offsets, job[JOB_FIRST] + r, job[JOB_OUT], K,
-                           job[JOB_GROUP], job[JOB_BITS]);
+    Place place = place_of(job, job[JOB_FIRST] + r);
     uint8_t u[SUPER];
-    float s[MAX_SCALES], o[MAX_SCALES];
+    BlockScales s;
     for (int64_t k = 0; k < blocks; k++) {
-      f->decode(source + k * f->bytes, u, s, o);
+      f->decode(source + k * f->bytes, u, &s);
       put_values(u, f->values, k * f->values, place, job[JOB_BITS]);
-      put_scales(s, o, f->values, f->group, job[JOB_GROUP], k * f->values, place);
+      put_scales(&s, f->values, f->group, job[JOB_GROUP], k * f->values, place);
     }
   }
 }

@@ -9,6 +9,13 @@
    outputs]. The last block holds the N % 16 outputs left, if any, in the same order with that
    width (so the arrays are [N, K * bits / 8] and [N, K / group] in size, nothing padded).
 
+   A K-quant's scales may stay in the GGUF's own form (`Scales.sub_scales` set): a float32 factor
+   per super-block of `super` groups (the file's d, or dmin, widened) times a small integer per
+   group (its 6-bit sub-block scale or min), [blocks][groups / super][16] floats and [blocks]
+   [groups][16] bytes, about a byte per group and output instead of eight. The kernel forms each
+   group's scale and offset as that one float32 product, which the file's decoders also form (an
+   11-bit float16 times a 6- or 8-bit integer: exact), so the bits are those of the stored form.
+
    Each input row is rounded, per group, to whole steps X = x / a with |X| <= 32639 (a: the
    group's largest |x| / 32639). Over a group each output gets the exact integer u . X, however
    the instruction set computes it (group_dots.h: VNNI on two signed base-256 digits of X, AVX2
@@ -23,6 +30,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "decoder.h"
 #include "group_dots.h"
 #include "simd.h"
 #include "spread.h"
@@ -47,31 +55,39 @@ static void split_row(const float* x, int64_t K, int group, int8_t* digits, floa
 }
 
 /* One block of `width` outputs (16, or fewer in the last block) for `rows` (up to ROWS) rows of
-   the split input: y [rows, N] at the block's first output. */
-ALWAYS_INLINE void tile(const uint8_t* w, const float* s, const float* o, int64_t K,
-                        const int8_t* digits, const float* a, const float* t, float* y, int64_t N,
-                        int width, int rows, int group, int bits) {
-  const int64_t G = K / group;
+   the split input: y [rows, N] at the block's first output. `sc`: the block's scales (its own
+   arrays, at the block's start). */
+ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* digits,
+                        const float* a, const float* t, float* y, int64_t N, int width, int rows,
+                        int group, int bits) {
+  const int64_t G = K / group, S = sc.sub_scales ? sc.super : 1;
   vf16 acc[ROWS];
   for (int i = 0; i < rows; i++) acc[i] = vf_zero();
-  for (int64_t g = 0; g < G; g++) {
-    int32_t dots[ROWS][BLOCK] __attribute__((aligned(64)));
-    group_dots(w + g * group * width * bits / 8, width, group, bits, digits + 2 * g * group,
-               2 * K, rows, dots);
-    vf16 sv = vf_load_n(s + g * width, width), ov = vf_load_n(o + g * width, width);
-    for (int i = 0; i < rows; i++) {
-      vf16 scale = vf_mul(sv, vf_set1(a[i * G + g]));
-      acc[i] = vf_muladd(vf_from_i32(dots[i]), scale, acc[i]);
-      acc[i] = vf_muladd(ov, vf_set1(t[i * G + g]), acc[i]);
+  for (int64_t f = 0; f < G / S; f++) {
+    vf16 fs = vf_load_n(sc.scales + f * width, width), fo = vf_load_n(sc.offsets + f * width, width);
+    for (int64_t g = f * S; g < (f + 1) * S; g++) {
+      int32_t dots[ROWS][BLOCK] __attribute__((aligned(64)));
+      group_dots(w + g * group * width * bits / 8, width, group, bits, digits + 2 * g * group,
+                 2 * K, rows, dots);
+      vf16 sv = fs, ov = fo;
+      if (sc.sub_scales) {
+        sv = vf_mul(fs, vf_from_i8_n(sc.sub_scales + g * width, width));
+        ov = vf_mul(fo, vf_from_i8_n(sc.sub_offsets + g * width, width));
+      }
+      for (int i = 0; i < rows; i++) {
+        vf16 scale = vf_mul(sv, vf_set1(a[i * G + g]));
+        acc[i] = vf_muladd(vf_from_i32(dots[i]), scale, acc[i]);
+        acc[i] = vf_muladd(ov, vf_set1(t[i * G + g]), acc[i]);
+      }
     }
   }
   for (int i = 0; i < rows; i++) vf_store_n(y + i * N, acc[i], width);
 }
 
-#define TILE_ARGS                                                                         \
-  const uint8_t *w, const float *s, const float *o, int64_t K, const int8_t *digits, \
-      const float *a, const float *t, float *y, int64_t N, int width
-#define TILE_PASS w, s, o, K, digits, a, t, y, N, width
+#define TILE_ARGS                                                                     \
+  const uint8_t *w, Scales sc, int64_t K, const int8_t *digits, const float *a, const float *t, \
+      float *y, int64_t N, int width
+#define TILE_PASS w, sc, K, digits, a, t, y, N, width
 typedef void (*Tile)(TILE_ARGS);
 
 /* One copy per row count and layout, so each keeps its accumulators in registers and its loops
@@ -103,14 +119,30 @@ static const Tile* tiles_of(int group, int bits) {
   return tiles[(group == 16) * 2 + (bits == 4)];
 }
 
-/* y [M, N] = x [M, K] @ W.T for W as packed bytes or nibbles (above) in groups of `group` inputs
-   with scales and offsets. Returns 0, -1 where memory for the split input could not be had, -2
-   for a layout there is none of or K not a multiple of its group. */
-int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
-               const float* offsets, int64_t N, int64_t K, int64_t group, int64_t bits,
-               float* y) {
+/* The scales of output block b (of `blocks`), for G groups: its part of each array. */
+static Scales block_scales(Scales all, int64_t b, int64_t G) {
+  const int64_t S = all.sub_scales ? all.super : 1;
+  Scales block = {all.scales + b * (G / S) * BLOCK, all.offsets + b * (G / S) * BLOCK, NULL, NULL,
+                  all.super};
+  if (all.sub_scales) {
+    block.sub_scales = all.sub_scales + b * G * BLOCK;
+    block.sub_offsets = all.sub_offsets + b * G * BLOCK;
+  }
+  return block;
+}
+
+/* y [M, N] = x [M, K] @ W.T for W [N, K] as packed bytes or nibbles (above) in groups of `group`
+   inputs with scales and offsets (its bias is not added: decoder.c's product adds it). Returns
+   0, -1 where memory for the split input could not be had, -2 for a layout there is none of, K
+   not a multiple of its group or the groups not of whole super-blocks. */
+int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y) {
+  const uint8_t* q = w->values;
+  const Scales scales = w->scales;
+  const int64_t N = w->rows, K = w->cols, group = w->group, bits = w->bits;
   const Tile* tiles = tiles_of((int)group, (int)bits);
-  if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0) return -2;
+  const int64_t S = scales.sub_scales ? scales.super : 1;
+  if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0 || S <= 0 || (K / group) % S != 0)
+    return -2;
   if (M == 0) return 0;
   const int64_t G = K / group, blocks = (N + BLOCK - 1) / BLOCK;
   int8_t* digits = malloc(2 * M * K);
@@ -124,12 +156,12 @@ int grouped_mm(const float* x, int64_t M, const uint8_t* q, const float* scales,
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < blocks; b++) {
       const uint8_t* w = q + b * BLOCK * K * bits / 8;
-      const float *s = scales + b * G * BLOCK, *o = offsets + b * G * BLOCK;
+      Scales sc = block_scales(scales, b, G);
       int width = N - b * BLOCK < BLOCK ? (int)(N - b * BLOCK) : BLOCK;
       for (int64_t m = 0; m < M; m += ROWS) {
         int rows = M - m < ROWS ? (int)(M - m) : ROWS;
-        tiles[rows - 1](w, s, o, K, digits + 2 * m * K, a + m * G, t + m * G,
-                        y + m * N + b * BLOCK, N, width);
+        tiles[rows - 1](w, sc, K, digits + 2 * m * K, a + m * G, t + m * G, y + m * N + b * BLOCK,
+                        N, width);
       }
     }
   }

@@ -27,6 +27,11 @@ static inline vf16 vf_load_n(const float* p, int64_t n) { return _mm512_maskz_lo
 static inline void vf_store(float* p, vf16 v) { _mm512_storeu_ps(p, v); }
 static inline void vf_store_n(float* p, vf16 v, int64_t n) { _mm512_mask_storeu_ps(p, vf_mask(n), v); }
 static inline vf16 vf_from_i32(const int32_t* p) { return _mm512_cvtepi32_ps(_mm512_loadu_si512(p)); }
+static inline vf16 vf_from_i8_n(const int8_t* p, int64_t n) {
+  int8_t lanes[16] = {0};
+  if (n < 16) p = memcpy(lanes, p, n > 0 ? n : 0);
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
+}
 static inline vf16 vf_set1(float x) { return _mm512_set1_ps(x); }
 static inline vf16 vf_add(vf16 a, vf16 b) { return _mm512_add_ps(a, b); }
 static inline vf16 vf_sub(vf16 a, vf16 b) { return _mm512_sub_ps(a, b); }
@@ -104,6 +109,13 @@ static inline vf16 vf_from_i32(const int32_t* p) {
   return (vf16){_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i*)p)),
                 _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i*)(p + 8)))};
 }
+static inline vf16 vf_from_i8_n(const int8_t* p, int64_t n) {
+  int8_t lanes[16] = {0};
+  if (n < 16) p = memcpy(lanes, p, n > 0 ? n : 0);
+  __m128i bytes = _mm_loadu_si128((const __m128i*)p);
+  return (vf16){_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes)),
+                _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8)))};
+}
 static inline vf16 vf_set1(float x) { return (vf16){_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
 #define PLD_LANES2(name, op) \
   static inline vf16 name(vf16 a, vf16 b) { return (vf16){op(a.lo, b.lo), op(a.hi, b.hi)}; }
@@ -160,6 +172,7 @@ static inline void vf_store_n(float* p, vf16 v, int64_t n) {
 }
 static inline void vf_store(float* p, vf16 v) { vf_store_n(p, v, 16); }
 static inline vf16 vf_from_i32(const int32_t* p) { PLD_EACH(r.v[i] = (float)p[i]) }
+static inline vf16 vf_from_i8_n(const int8_t* p, int64_t n) { PLD_EACH(r.v[i] = i < n ? (float)p[i] : 0.0f) }
 static inline vf16 vf_set1(float x) { PLD_EACH(r.v[i] = x) }
 static inline vf16 vf_add(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] + b.v[i]) }
 static inline vf16 vf_sub(vf16 a, vf16 b) { PLD_EACH(r.v[i] = a.v[i] - b.v[i]) }

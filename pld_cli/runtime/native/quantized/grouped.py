@@ -7,7 +7,9 @@ checkpoints run on a CPU are already quantized in groups of 32, which torch's in
 scale per output row) holds poorly; here each group takes the closer of two grids: symmetric
 (Q8_0's own layout, held exactly) or minimum to maximum in 255 steps (Q4_1's 16 levels held to
 float32 rounding). A GGUF's own blocks map onto the layouts exactly (loading/gguf_blocks.py):
-4-bit types stay nibbles, the K-quants' sub-blocks of 16 keep their own scales. The kernel
+4-bit types stay nibbles, the K-quants' sub-blocks of 16 keep their own scales, held as the file
+holds them (a factor per super-block, a byte per group: `sub_scales`), not as a float32 pair per
+group, which cost a Q4_K weight 2 bits beside its 4. The kernel
 computes each row apart in a fixed order, so rows stand alone by construction; its float work is
 per group and 16 outputs, so prefills run it too (docs/design-measurements.md). A weight is
 scale * u + offset for its unsigned u; the inputs keep 16 bits per group.
@@ -15,12 +17,14 @@ scale * u + offset for its unsigned u; the inputs keep 16 bits per group.
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator
 
 import torch
 
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.clib import library
+from pld_cli.runtime.clib.tables import Matrix, Scales
 from pld_cli.runtime.native.quantized.matrices import RowKernel, slabs
 
 GROUP = 32  # inputs per scale where pld quantizes a float matrix itself
@@ -43,7 +47,15 @@ class GroupedMatrix(RowKernel):
     u [in / 4, width, 4] as bytes (four inputs of every output in one 64-byte load) or [in / 8,
     width, 4] as bytes of two nibbles (inputs 0..3 low, 4..7 high), its scales and offsets [in /
     group, width]; so the values are [out, in * bits / 8] and the scales [out, in / group] in
-    size, in that order. `layout` holds (group, bits) as a tensor, so a stored copy keeps it."""
+    size, in that order. `layout` holds (group, bits) as a tensor, so a stored copy keeps it.
+
+    A GGUF's K-quants keep their scales in the file's form: `sub_scales` and `sub_offsets` int8
+    [out, in / group], and `group_scales` and `group_offsets` one float32 factor per super-block
+    of `super` groups [out, in / group / super], a group's scale being factor * sub_scale (the
+    same float32 product as the file's decoders form). Both None: the scales are per group."""
+
+    sub_scales: torch.Tensor | None = None  # a class default: a stored copy has neither
+    sub_offsets: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -76,15 +88,22 @@ class GroupedMatrix(RowKernel):
         offsets: torch.Tensor,
         bits: int,
         dtype: torch.dtype = torch.float32,
+        subs: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> GroupedMatrix:
         """From arrays already in the kernel's order (`blocked`'s: values [out, in * bits / 8],
-        scales and offsets [out, in / group]), taken as they are: a GGUF's blocks are written
-        straight into them at load (loading/gguf_unpack.py), so nothing is copied a second time."""
-        group = values.shape[1] * 8 // bits // scales.shape[1]
-        if group not in GROUPS or bits not in BITS or scales.shape != offsets.shape:
+        scales and offsets [out, in / group], or factors [out, in / group / super] and `subs`, the
+        int8 sub_scales and sub_offsets [out, in / group]), taken as they are: a GGUF's blocks
+        are written straight into them at load (loading/gguf_unpack.py), so nothing is copied a
+        second time."""
+        groups = scales.shape[1] if subs is None else subs[0].shape[1]
+        group = values.shape[1] * 8 // bits // groups
+        whole = subs is None or (subs[0].shape == subs[1].shape and groups % scales.shape[1] == 0)
+        if group not in GROUPS or bits not in BITS or scales.shape != offsets.shape or not whole:
             raise Unsupported(f"no grouped layout of {bits} bits in groups of {group}")
         matrix = cls.__new__(cls)
         matrix.values, matrix.group_scales, matrix.group_offsets = values, scales, offsets
+        if subs is not None:
+            matrix.sub_scales, matrix.sub_offsets = subs
         matrix.layout = torch.tensor([group, bits])
         matrix.device, matrix.dtype = values.device, dtype
         return matrix
@@ -109,23 +128,33 @@ class GroupedMatrix(RowKernel):
     def bits(self) -> int:
         return int(self.layout[1])
 
+    @property
+    def super(self) -> int:
+        """Groups per scale factor: 1 where the scales are per group."""
+        if self.sub_scales is None:
+            return 1
+        return self.sub_scales.shape[1] // self.group_scales.shape[1]
+
+    def table(self, bias: int | None = None) -> Matrix:
+        """The matrix as the C library reads it (csrc/decoder.h), pointing into this matrix's
+        arrays (kept alive by whoever holds the matrix); `bias`: its address, or None."""
+        subs = (None, None) if self.sub_scales is None else (self.sub_scales, self.sub_offsets)
+        scales = Scales(
+            self.group_scales.data_ptr(),
+            self.group_offsets.data_ptr(),
+            *(None if sub is None else sub.data_ptr() for sub in subs),
+            self.super,
+        )
+        return Matrix(self.values.data_ptr(), scales, bias, *self.shape, self.group, self.bits)
+
     def product(self, x: torch.Tensor) -> torch.Tensor:
         kernel = library.kernel(KERNEL)
         if kernel is None:
             raise Unsupported(f"int8 groups need pld's C kernel: {library.unavailable()}")
         rows = x.to(torch.float32).contiguous()
         out = torch.empty(rows.shape[0], self.shape[0], dtype=torch.float32)
-        code = kernel(
-            rows.data_ptr(),
-            rows.shape[0],
-            self.values.data_ptr(),
-            self.group_scales.data_ptr(),
-            self.group_offsets.data_ptr(),
-            *self.shape,
-            self.group,
-            self.bits,
-            out.data_ptr(),
-        )
+        table = self.table()
+        code = kernel(rows.data_ptr(), rows.shape[0], ctypes.byref(table), out.data_ptr())
         if code == library.WRONG_SIZES:
             raise ValueError(f"grouped kernel: no layout of {self.bits} bits in {self.group}s")
         if code != 0:
@@ -138,7 +167,12 @@ class GroupedMatrix(RowKernel):
 
     @property
     def nbytes(self) -> int:
-        return self.values.nbytes + self.group_scales.nbytes + self.group_offsets.nbytes
+        return sum(t.nbytes for t in self.arrays())
+
+    def arrays(self) -> list[torch.Tensor]:
+        """Every array the matrix is held in, values first."""
+        subs = [] if self.sub_scales is None else [self.sub_scales, self.sub_offsets]
+        return [self.values, self.group_scales, self.group_offsets, *subs]
 
     def batches(self, rows: int) -> bool:
         """Any number of rows once checked: the kernel runs rows in tiles of a few, each row's
@@ -159,8 +193,10 @@ class GroupedMatrix(RowKernel):
     def outputs(self, start: int, stop: int) -> GroupedMatrix:
         """Outputs start..stop-1 (start a multiple of BLOCK; stop too, or the last output) as a
         matrix sharing this one's memory: the blocks are stored one after another."""
-        parts = (self.values, self.group_scales, self.group_offsets)
-        return GroupedMatrix.from_blocked(*(t[start:stop] for t in parts), self.bits, self.dtype)
+        values, scales, offsets, *subs = (t[start:stop] for t in self.arrays())
+        return GroupedMatrix.from_blocked(
+            values, scales, offsets, self.bits, self.dtype, tuple(subs) or None
+        )
 
     def __getitem__(self, rows: torch.Tensor) -> torch.Tensor:
         """Rows of the matrix in its source's dtype [n, in]: the embedding lookup of a tied head."""
@@ -174,10 +210,24 @@ class GroupedMatrix(RowKernel):
         if self.bits == 4:  # [..., in / 8, 4] bytes: inputs 0..3 low nibbles, 4..7 high
             quads = values.unflatten(-1, (-1, 4))
             values = torch.cat([quads & 0x0F, quads >> 4], -1).flatten(-2)
-        scales = self.group_scales.flatten()[kernel_order(rows, self.group_scales.shape, 1)]
-        offsets = self.group_offsets.flatten()[kernel_order(rows, self.group_offsets.shape, 1)]
+        scales, offsets = self.scales_of(rows)
         groups = values.float().unflatten(-1, (-1, self.group)) * scales[..., None]
         return (groups + offsets[..., None]).flatten(-2)
+
+    def scales_of(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each group's scale and offset for `rows` [*rows' shape, in / group], float32, as the
+        kernel forms them (a factor times the group's byte, where the matrix keeps those)."""
+
+        def picked(array: torch.Tensor) -> torch.Tensor:
+            return array.flatten()[kernel_order(rows, array.shape, 1)]
+
+        scales, offsets = picked(self.group_scales), picked(self.group_offsets)
+        if self.sub_scales is None:
+            return scales, offsets
+        factors = (t.repeat_interleave(self.super, -1) for t in (scales, offsets))
+        subs = (picked(t).float() for t in (self.sub_scales, self.sub_offsets))
+        scales, offsets = (factor * sub for factor, sub in zip(factors, subs, strict=True))
+        return scales, offsets
 
 
 def blocked(matrix: torch.Tensor) -> torch.Tensor:
@@ -186,8 +236,8 @@ def blocked(matrix: torch.Tensor) -> torch.Tensor:
     out, n, k = matrix.shape
     whole = out // BLOCK * BLOCK
     blocks = matrix[:whole].reshape(-1, BLOCK, n, k).transpose(1, 2)
-    if whole == out:
-        return blocks.reshape(out, -1)  # one copy, the transpose made contiguous
+    if whole == out:  # one copy, the transpose made contiguous (one block of 16 x 16 would
+        return blocks.reshape(out, -1).contiguous()  # be a view, read by the kernel untransposed)
     tail = matrix[whole:].transpose(0, 1).flatten()
     return torch.cat([blocks.flatten(), tail]).view(out, -1)
 

@@ -4,6 +4,7 @@ float matrix's group takes the grid that holds its source."""
 
 import pytest
 import torch
+from random_blocks import factored_matrix
 
 from pld_cli.errors import Unsupported
 from pld_cli.runtime.clib import library
@@ -68,7 +69,7 @@ def test_every_layout_holds_its_weights_in_row_order(group, bits, out, inputs):
 
 @needs_kernel
 @pytest.mark.parametrize("group,bits", LAYOUTS)
-@pytest.mark.parametrize("out,inputs", [(37, 576), (16, 64), (5, 96)])
+@pytest.mark.parametrize("out,inputs", [(37, 576), (16, 64), (5, 96), (16, 512), (16, 256)])
 def test_every_layouts_product_is_the_matrixs_and_its_rows_stand_alone(group, bits, out, inputs):
     matrix = GroupedMatrix(*random_layout(out, inputs, group, bits, seed=4), bits)
     x = 3 * torch.randn(9, inputs, generator=torch.Generator().manual_seed(5))
@@ -173,3 +174,21 @@ def test_a_block_of_outputs_is_the_matrixs_own(out):
     for start, stop in [(0, min(16, out)), (whole, out)][: 2 if 0 < whole < out else 1]:
         assert torch.equal(matrix.outputs(start, stop).product(x), matrix.product(x)[:, start:stop])
     assert matrix.computes_rowwise()
+
+
+@needs_kernel
+@pytest.mark.parametrize("group,bits", [(32, 4), (16, 8), (32, 8), (16, 4)])
+@pytest.mark.parametrize("out", [37, 16])  # a last block of 5 outputs; one block
+def test_the_k_quants_scale_form_gives_the_bits_of_scales_per_group(group, bits, out):
+    """A factor per 256 inputs times a byte per group, formed in the kernel: the same products as
+    the float32 scales per group the file's decoders form, so the same output bits, alone or
+    among other rows, in a block of outputs, and dequantized."""
+    per_group, factored = factored_matrix(out, 512, group, bits, seed=3)
+    x = 3 * torch.randn(9, 512, generator=torch.Generator().manual_seed(4))
+    for rows in (1, 4, 9):
+        assert torch.equal(factored.product(x[:rows]), per_group.product(x[:rows]))
+    assert torch.equal(factored.dequantized(), per_group.dequantized())
+    assert torch.equal(factored.outputs(0, 16).product(x), per_group.product(x)[:, :16])
+    assert factored.super == 256 // group and per_group.super == 1
+    assert factored.nbytes < per_group.nbytes
+    assert factored.computes_rowwise()
