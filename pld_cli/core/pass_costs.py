@@ -11,6 +11,11 @@ table, not the calibrated one:
 - each pass size q that has run has a ratio, observed / calibrated: the least over its latest
   WINDOW passes, since what else runs on the machine only ever slows a pass (a preempted pass
   moves nothing where a pass of its size ran undisturbed);
+- a size run fewer than SETTLED times counts only for the next FRESH passes after its latest:
+  one preempted pass of a size rarely run can set the line's slope alone and switch drafting
+  off, and a size no longer drafted would never be run again to correct it; so it leaves the
+  line, drafting is tried again, and its next pass counts beside the first (a machine where long
+  passes do cost their rows learns so in SETTLED of them, spread FRESH passes apart);
 - the ratio at any size is the straight line through those, each weighted by its count (least
   squares over q), so the shape the passes show carries to the sizes not yet run; with one size
   run, the line is flat;
@@ -32,6 +37,8 @@ from collections import deque
 from collections.abc import Sequence
 
 WINDOW = 9  # latest passes per size, the least of which gives its ratio
+SETTLED = 3  # passes of a size after which its ratio counts for good
+FRESH = 32  # passes a size run fewer times counts for after its latest
 
 
 class ObservedCosts(Sequence[float]):
@@ -40,6 +47,8 @@ class ObservedCosts(Sequence[float]):
     def __init__(self, calibrated: Sequence[float]) -> None:
         self.calibrated = list(calibrated)
         self.ratios: dict[int, deque[float]] = {}
+        self.seen: dict[int, int] = {}  # size: the pass count at its latest pass
+        self.passes = 0
         self.table = list(self.calibrated)
 
     def __len__(self) -> int:
@@ -52,9 +61,15 @@ class ObservedCosts(Sequence[float]):
         """One pass over q positions took `seconds` (drafting and acceptance included)."""
         if not 0 < q < len(self.calibrated) or self.calibrated[q] <= 0:
             return
+        self.passes += 1
+        self.seen[q] = self.passes
         self.ratios.setdefault(q, deque(maxlen=WINDOW)).append(seconds / self.calibrated[q])
-        line = fitted_line({size: (min(seen), len(seen)) for size, seen in self.ratios.items()})
-        self.table = corrected(self.calibrated, line)
+        counted = {
+            size: (min(ratios), len(ratios))
+            for size, ratios in self.ratios.items()
+            if len(ratios) >= SETTLED or self.passes - self.seen[size] < FRESH
+        }
+        self.table = corrected(self.calibrated, fitted_line(counted))
 
 
 def fitted_line(medians: dict[int, tuple[float, int]]) -> tuple[float, float]:

@@ -4,7 +4,7 @@ import pytest
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Pass, generate
-from pld_cli.core.pass_costs import WINDOW, ObservedCosts
+from pld_cli.core.pass_costs import FRESH, SETTLED, WINDOW, ObservedCosts
 from pld_cli.core.scripted import ScriptedRuntime
 
 CALIBRATED = [10.0, 10.0, 10.5, 11.0, 11.5]  # extra rows nearly free, as the table says
@@ -71,6 +71,24 @@ class Clock:
     def __call__(self) -> float:
         return self.now
 
+    def cost(self, rows: int) -> float:
+        return rows + 1
+
+
+class CheapRowsClock(Clock):
+    """Verify rows nearly free, as the table says, but the first long pass preempted (ten times
+    its cost): a busy machine's one slow pass of a size rarely run."""
+
+    def __init__(self, preempted: bool) -> None:
+        super().__init__()
+        self.preempted = preempted
+
+    def cost(self, rows: int) -> float:
+        seconds = 1 + 0.05 * rows
+        if self.preempted and rows > 2:
+            self.preempted, seconds = False, 10 * seconds
+        return seconds
+
 
 class LinearRuntime(ScriptedRuntime):
     def __init__(self, script, clock: Clock) -> None:
@@ -78,7 +96,7 @@ class LinearRuntime(ScriptedRuntime):
         self.clock = clock
 
     def forward(self, ids):
-        self.clock.now += len(ids) + 1
+        self.clock.now += self.clock.cost(len(ids))
         return super().forward(ids)
 
 
@@ -95,19 +113,24 @@ def summary_like(seed: int = 0) -> tuple[list[int], list[int]]:
     return prompt, output[:300]
 
 
-def decode_time(config: DecodeConfig, costs, monkeypatch) -> tuple[float, list[int]]:
-    clock = Clock()
+def decoded(config: DecodeConfig, costs, clock: Clock, monkeypatch) -> list[Pass]:
     monkeypatch.setattr("pld_cli.core.decode.time.perf_counter", clock)
     prompt, output = summary_like()
     runtime = LinearRuntime(prompt + output + [2], clock)
-    events = list(generate(runtime, prompt, {2}, config, costs))
-    return clock.now, [t for e in events if isinstance(e, Pass) for t in e.emitted]
+    return [e for e in generate(runtime, prompt, {2}, config, costs) if isinstance(e, Pass)]
+
+
+def decode_time(config: DecodeConfig, costs, monkeypatch) -> tuple[float, list[int]]:
+    clock = Clock()
+    passes = decoded(config, costs, clock, monkeypatch)
+    return clock.now, [t for p in passes for t in p.emitted]
 
 
 def test_drafting_that_does_not_pay_switches_itself_off(monkeypatch):
     """Where the calibrated table says extra rows are nearly free but each costs its own time,
     the table alone drafts long and loses to plain decoding; corrected by the passes the loop
-    runs, pld loses the two passes that show the slope, then runs as plain decoding."""
+    runs, pld loses the passes that show the slope (a size counts for good after SETTLED), then
+    runs as plain decoding."""
     config = DecodeConfig(max_new_tokens=300)
     flat = [1.0] * (config.num_draft + 2)
     plain, plain_tokens = decode_time(
@@ -118,4 +141,22 @@ def test_drafting_that_does_not_pay_switches_itself_off(monkeypatch):
     assert observing_tokens == trusting_tokens == plain_tokens
     assert trusting > 1.1 * plain  # the table alone loses (the test can tell)
     longest = config.num_draft + 2  # the units of a pass over a whole draft
-    assert observing <= plain + 2 * longest  # two long passes to learn the slope, then plain
+    assert observing <= plain + (SETTLED + 1) * longest  # long passes learn the slope, then plain
+
+
+def test_one_preempted_pass_of_a_rare_size_does_not_keep_drafting_off(monkeypatch):
+    """Its size leaves the line FRESH passes later, so drafting is tried again and the size's
+    next, undisturbed pass corrects it; the output is plain decoding's all along."""
+    config = DecodeConfig(max_new_tokens=300)
+    calibrated = [1 + 0.05 * q for q in range(config.num_draft + 2)]
+
+    def drafted_passes(preempted: bool) -> tuple[int, list[int]]:
+        clock = CheapRowsClock(preempted)
+        passes = decoded(config, ObservedCosts(calibrated), clock, monkeypatch)
+        return sum(1 for p in passes if p.drafted), [t for p in passes for t in p.emitted]
+
+    undisturbed, tokens = drafted_passes(preempted=False)
+    after_preemption, preempted_tokens = drafted_passes(preempted=True)
+    assert preempted_tokens == tokens
+    assert undisturbed > 2 * FRESH  # drafts are verified on most passes here
+    assert after_preemption >= undisturbed - 2 * FRESH
