@@ -8,8 +8,11 @@
 
 #define PLD_ABI_VERSION 6 /* raised with any change of a signature or a table below */
 
+#define SUPER_VALUES 256 /* inputs per factor in the K-quants' form: a K-quant's block */
+
 /* A GroupedMatrix's scales and offsets (grouped.c): float32 per group, or (sub_scales set) a
-   float32 factor per `super` groups times a signed byte per group, the GGUF's K-quant form. */
+   float32 factor per `super` groups (SUPER_VALUES inputs) times a signed byte per group, the
+   GGUF's K-quant form. */
 typedef struct {
   const float* scales;
   const float* offsets;

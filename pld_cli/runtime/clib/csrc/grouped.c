@@ -54,31 +54,39 @@ static void split_row(const float* x, int64_t K, int group, int8_t* digits, floa
   }
 }
 
+/* Group g's scales and offsets for a block's `width` outputs: as stored, or (`factored`) each its
+   super-block's factor times the group's byte. */
+ALWAYS_INLINE void group_scales(Scales sc, int64_t g, int width, int group, int factored,
+                                vf16* scale, vf16* offset) {
+  if (!factored) {
+    *scale = vf_load_n(sc.scales + g * width, width);
+    *offset = vf_load_n(sc.offsets + g * width, width);
+    return;
+  }
+  const int64_t f = g / (SUPER_VALUES / group); /* a shift: group is a constant here */
+  *scale = vf_mul(vf_load_n(sc.scales + f * width, width), vf_from_i8_n(sc.sub_scales + g * width, width));
+  *offset = vf_mul(vf_load_n(sc.offsets + f * width, width), vf_from_i8_n(sc.sub_offsets + g * width, width));
+}
+
 /* One block of `width` outputs (16, or fewer in the last block) for `rows` (up to ROWS) rows of
    the split input: y [rows, N] at the block's first output. `sc`: the block's scales (its own
    arrays, at the block's start). */
 ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* digits,
                         const float* a, const float* t, float* y, int64_t N, int width, int rows,
-                        int group, int bits) {
-  const int64_t G = K / group, S = sc.sub_scales ? sc.super : 1;
+                        int group, int bits, int factored) {
+  const int64_t G = K / group;
   vf16 acc[ROWS];
   for (int i = 0; i < rows; i++) acc[i] = vf_zero();
-  for (int64_t f = 0; f < G / S; f++) {
-    vf16 fs = vf_load_n(sc.scales + f * width, width), fo = vf_load_n(sc.offsets + f * width, width);
-    for (int64_t g = f * S; g < (f + 1) * S; g++) {
-      int32_t dots[ROWS][BLOCK] __attribute__((aligned(64)));
-      group_dots(w + g * group * width * bits / 8, width, group, bits, digits + 2 * g * group,
-                 2 * K, rows, dots);
-      vf16 sv = fs, ov = fo;
-      if (sc.sub_scales) {
-        sv = vf_mul(fs, vf_from_i8_n(sc.sub_scales + g * width, width));
-        ov = vf_mul(fo, vf_from_i8_n(sc.sub_offsets + g * width, width));
-      }
-      for (int i = 0; i < rows; i++) {
-        vf16 scale = vf_mul(sv, vf_set1(a[i * G + g]));
-        acc[i] = vf_muladd(vf_from_i32(dots[i]), scale, acc[i]);
-        acc[i] = vf_muladd(ov, vf_set1(t[i * G + g]), acc[i]);
-      }
+  for (int64_t g = 0; g < G; g++) {
+    int32_t dots[ROWS][BLOCK] __attribute__((aligned(64)));
+    group_dots(w + g * group * width * bits / 8, width, group, bits, digits + 2 * g * group,
+               2 * K, rows, dots);
+    vf16 sv, ov;
+    group_scales(sc, g, width, group, factored, &sv, &ov);
+    for (int i = 0; i < rows; i++) {
+      vf16 scale = vf_mul(sv, vf_set1(a[i * G + g]));
+      acc[i] = vf_muladd(vf_from_i32(dots[i]), scale, acc[i]);
+      acc[i] = vf_muladd(ov, vf_set1(t[i * G + g]), acc[i]);
     }
   }
   for (int i = 0; i < rows; i++) vf_store_n(y + i * N, acc[i], width);
@@ -90,36 +98,36 @@ ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* di
 #define TILE_PASS w, sc, K, digits, a, t, y, N, width
 typedef void (*Tile)(TILE_ARGS);
 
-/* One copy per row count and layout, so each keeps its accumulators in registers and its loops
-   unrolled; ROWS_OF(group, bits) lists them by row count. */
-#define TILE(rows, group, bits)                                                   \
-  static __attribute__((noinline)) void tile_##rows##_##group##_##bits(TILE_ARGS) { \
-    tile(TILE_PASS, rows, group, bits);                                           \
+/* One copy per row count, layout and form of the scales, so each keeps its accumulators in
+   registers and its loops unrolled; ROWS_OF(group, bits, f) lists them by row count. */
+#define TILE(rows, group, bits, f)                                                        \
+  static __attribute__((noinline)) void tile_##rows##_##group##_##bits##_##f(TILE_ARGS) { \
+    tile(TILE_PASS, rows, group, bits, f);                                                \
   }
 #if ROWS == 4
-#define TILES(group, bits) \
-  TILE(1, group, bits) TILE(2, group, bits) TILE(3, group, bits) TILE(4, group, bits)
-#define ROWS_OF(group, bits)                                                          \
-  {tile_1_##group##_##bits, tile_2_##group##_##bits, tile_3_##group##_##bits, \
-   tile_4_##group##_##bits}
+#define TILES(group, bits, f) \
+  TILE(1, group, bits, f) TILE(2, group, bits, f) TILE(3, group, bits, f) TILE(4, group, bits, f)
+#define ROWS_OF(group, bits, f)                                                               \
+  {tile_1_##group##_##bits##_##f, tile_2_##group##_##bits##_##f, tile_3_##group##_##bits##_##f, \
+   tile_4_##group##_##bits##_##f}
 #else
-#define TILES(group, bits) TILE(1, group, bits) TILE(2, group, bits)
-#define ROWS_OF(group, bits) {tile_1_##group##_##bits, tile_2_##group##_##bits}
+#define TILES(group, bits, f) TILE(1, group, bits, f) TILE(2, group, bits, f)
+#define ROWS_OF(group, bits, f) {tile_1_##group##_##bits##_##f, tile_2_##group##_##bits##_##f}
 #endif
-TILES(32, 8)
-TILES(32, 4)
-TILES(16, 8)
-TILES(16, 4)
+#define LAYOUTS(f) TILES(32, 8, f) TILES(32, 4, f) TILES(16, 8, f) TILES(16, 4, f)
+#define LAYOUT_ROWS(f) ROWS_OF(32, 8, f), ROWS_OF(32, 4, f), ROWS_OF(16, 8, f), ROWS_OF(16, 4, f)
+LAYOUTS(0)
+LAYOUTS(1)
 
-/* The tiles of a layout, by row count - 1; NULL for a layout there is none of. */
-static const Tile* tiles_of(int group, int bits) {
-  static const Tile tiles[4][ROWS] = {ROWS_OF(32, 8), ROWS_OF(32, 4), ROWS_OF(16, 8),
-                                      ROWS_OF(16, 4)};
+/* The tiles of a layout and form of the scales, by row count - 1; NULL for a layout there is
+   none of. */
+static const Tile* tiles_of(int group, int bits, int factored) {
+  static const Tile tiles[8][ROWS] = {LAYOUT_ROWS(0), LAYOUT_ROWS(1)};
   if ((group != 32 && group != 16) || (bits != 8 && bits != 4)) return NULL;
-  return tiles[(group == 16) * 2 + (bits == 4)];
+  return tiles[factored * 4 + (group == 16) * 2 + (bits == 4)];
 }
 
-/* The scales of output block b (of `blocks`), for G groups: its part of each array. */
+/* The scales of output block b, for G groups: its part of each array. */
 static Scales block_scales(Scales all, int64_t b, int64_t G) {
   const int64_t S = all.sub_scales ? all.super : 1;
   Scales block = {all.scales + b * (G / S) * BLOCK, all.offsets + b * (G / S) * BLOCK, NULL, NULL,
@@ -134,15 +142,16 @@ static Scales block_scales(Scales all, int64_t b, int64_t G) {
 /* y [M, N] = x [M, K] @ W.T for W [N, K] as packed bytes or nibbles (above) in groups of `group`
    inputs with scales and offsets (its bias is not added: decoder.c's product adds it). Returns
    0, -1 where memory for the split input could not be had, -2 for a layout there is none of, K
-   not a multiple of its group or the groups not of whole super-blocks. */
+   not a multiple of its group or, for the K-quants' form, of their super-blocks of SUPER_VALUES
+   (`super` must be SUPER_VALUES / group). */
 int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y) {
   const uint8_t* q = w->values;
   const Scales scales = w->scales;
   const int64_t N = w->rows, K = w->cols, group = w->group, bits = w->bits;
-  const Tile* tiles = tiles_of((int)group, (int)bits);
-  const int64_t S = scales.sub_scales ? scales.super : 1;
-  if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0 || S <= 0 || (K / group) % S != 0)
-    return -2;
+  const int factored = scales.sub_scales != NULL;
+  const Tile* tiles = tiles_of((int)group, (int)bits, factored);
+  if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0) return -2;
+  if (factored && (scales.super * group != SUPER_VALUES || K % SUPER_VALUES != 0)) return -2;
   if (M == 0) return 0;
   const int64_t G = K / group, blocks = (N + BLOCK - 1) / BLOCK;
   int8_t* digits = malloc(2 * M * K);
