@@ -1,7 +1,7 @@
 """GGUF tensors written by pld's C library straight from the file's blocks into a grouped
 matrix's final arrays (runtime/clib/csrc/gguf_unpack.c), in the kernel's blocked, nibble-packed
 order: the arrays are allocated once and each tensor's rows are decoded into their place, fused
-q/k/v and gate/up parts at their own rows and in the layout that holds them all, q/k rows put
+q/k/v and gate/up parts at their own rows (in parts where their layouts differ), q/k rows put
 back in transformers' order as they are written. So a load makes no copy but the final one, and
 no pass over the weights in numpy or torch.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import groupby
 
 import numpy as np
 import torch
@@ -24,6 +25,7 @@ from pld_cli.loading.gguf_blocks import LAYOUTS
 from pld_cli.loading.gguf_file import Tensor
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 
 KERNEL = "gguf_unpack"
 SUPER = 256  # values in a K-quant's block: one scale factor per output and block
@@ -36,20 +38,26 @@ def unpacks(types: Iterable[GGMLQuantizationType]) -> bool:
     return library.kernel(KERNEL) is not None and all(kind in UNPACKED for kind in types)
 
 
-def unpacked(matrices: list[list[Part]]) -> list[GroupedMatrix]:
-    """Matrices, each of tensors over the same inputs one under the other in the layout that
-    holds them all (the smallest group, the most bits: as gguf_blocks.stacked), each tensor's
-    rows in its order (row i: the tensor's row order[i]; None: as stored). Written in one call
-    of the C library, one parallel region (a layer's matrices at once: a region ends waiting for
-    every thread, which a busy machine's shared cores make slow)."""
+def unpacked(matrices: list[list[Part]]) -> list[GroupedMatrix | GroupedParts]:
+    """Matrices, each of tensors over the same inputs one under the other, each tensor's rows in
+    its order (row i: the tensor's row order[i]; None: as stored): consecutive tensors of one
+    layout in one grouped matrix, a matrix of several layouts in parts (a Q4_K_M q/k/v: Q4_K q
+    and k as nibbles, a Q6_K v as bytes; not all in the one layout that holds them all, which
+    doubled q's and k's bytes). Written in one call of the C library, one parallel region (a
+    layer's matrices at once: a region ends waiting for every thread, which a busy machine's
+    shared cores make slow)."""
     built, jobs = [], []
     for parts in matrices:
-        matrix = allocated([tensor for tensor, _ in parts])
-        built.append(matrix)
-        first = 0
-        for tensor, order in parts:
-            jobs.append(Job(tensor, order, matrix, first))
-            first += rows(tensor)
+        runs = [list(run) for _, run in groupby(parts, key=lambda part: LAYOUTS[part[0].type])]
+        matrix_parts = []
+        for run in runs:
+            matrix = allocated([tensor for tensor, _ in run])
+            matrix_parts.append(matrix)
+            first = 0
+            for tensor, order in run:
+                jobs.append(Job(tensor, order, matrix, first))
+                first += rows(tensor)
+        built.append(matrix_parts[0] if len(matrix_parts) == 1 else GroupedParts(matrix_parts))
     write(jobs)
     return built
 

@@ -13,10 +13,11 @@ from pld_cli.loading.checkpoint import empty_model
 from pld_cli.loading.gguf import default_gguf, gguf_metadata
 from pld_cli.loading.gguf_blocks import LAYOUTS, blocks, stacked
 from pld_cli.loading.gguf_file import Tensor
-from pld_cli.loading.gguf_unpack import UNPACKED, Job, unpacked, unpacks, write
+from pld_cli.loading.gguf_unpack import UNPACKED, Job, allocated, unpacked, unpacks, write
 from pld_cli.loading.gguf_weights import gguf_weights, unpermuted, unpermuting
 from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 
 Q = GGMLQuantizationType
 pytestmark = pytest.mark.skipif(not unpacks([]), reason="pld's C library is not built")
@@ -37,12 +38,25 @@ def reference(tensors: list[Tensor], heads: list[int | None]) -> GroupedMatrix:
     return GroupedMatrix(found.values, found.scales, found.offsets, found.bits)
 
 
-def written(tensors: list[Tensor], heads: list[int | None]) -> GroupedMatrix:
-    orders = [
+def orders_of(tensors: list[Tensor], heads: list[int | None]) -> list:
+    return [
         None if h is None else unpermuting(t.shape[1], h)
         for t, h in zip(tensors, heads, strict=True)
     ]
-    return unpacked([list(zip(tensors, orders, strict=True))])[0]
+
+
+def written(tensors: list[Tensor], heads: list[int | None]) -> GroupedMatrix:
+    return unpacked([list(zip(tensors, orders_of(tensors, heads), strict=True))])[0]
+
+
+def written_in_one_layout(tensors: list[Tensor], heads: list[int | None]) -> GroupedMatrix:
+    """The tensors in the one layout that holds them all, as the C library writes it when asked
+    (pld's loads keep each layout's tensors apart: `unpacked`)."""
+    matrix, first = allocated(tensors), 0
+    for tensor, order in zip(tensors, orders_of(tensors, heads), strict=True):
+        write([Job(tensor, order, matrix, first)])
+        first += tensor.shape[1]
+    return matrix
 
 
 def assert_same_bits(got: GroupedMatrix, want: GroupedMatrix) -> None:
@@ -83,15 +97,33 @@ def test_each_type_is_written_with_numpys_bits(qtype, rows):
     ],
     ids=["Q4_K_M", "Q4_0-Q8_0", "to-16s", "to-16s-nibbles"],
 )
-def test_a_fused_matrix_of_mixed_types_with_unpermuted_rows(types, layout):
-    """q (4 heads) and k (2 heads) unpermuted, v as it is: 64 + 32 + 21 rows, the last block 5."""
+def test_mixed_types_in_one_layout_with_unpermuted_rows(types, layout):
+    """q (4 heads) and k (2 heads) unpermuted, v as it is: 64 + 32 + 21 rows, the last block 5,
+    each part in the layout that holds them all (nibbles widened, scales repeated)."""
     sizes = zip(types, (64, 32, 21), strict=True)
     parts = [tensor(kind, rows, 256, seed) for seed, (kind, rows) in enumerate(sizes)]
     heads = [4, 2, None]
-    got = written(parts, heads)
+    got = written_in_one_layout(parts, heads)
     assert (got.group, got.bits) == layout
     assert got.super == (256 // got.group if all(map(is_k_quant, types)) else 1)
     assert_same_bits(got, reference(parts, heads))
+
+
+def test_a_fused_matrix_keeps_each_layout_in_parts():
+    """Q4_K_M's q/k/v: the Q4_K q and k as one matrix of nibbles, the Q6_K v as bytes, each with
+    numpy's bits; their product is each part's product side by side."""
+    sizes = zip((Q.Q4_K, Q.Q4_K, Q.Q6_K), (64, 32, 21), strict=True)
+    parts = [tensor(kind, rows, 256, seed) for seed, (kind, rows) in enumerate(sizes)]
+    heads = [4, 2, None]
+    got = written(parts, heads)
+    assert isinstance(got, GroupedParts)
+    assert [(p.group, p.bits) for p in got.parts] == [(32, 4), (16, 8)]
+    assert_same_bits(got.parts[0], reference(parts[:2], heads[:2]))
+    assert_same_bits(got.parts[1], reference(parts[2:], heads[2:]))
+    x = torch.randn(5, 256, generator=torch.Generator().manual_seed(1))
+    whole = torch.cat([part.product(x) for part in got.parts], -1)
+    assert got.shape == (117, 256) and torch.equal(got.product(x), whole)
+    assert got.nbytes < written_in_one_layout(parts, heads).nbytes
 
 
 def test_every_float16_is_widened_exactly():
@@ -127,8 +159,14 @@ def test_several_matrices_are_written_in_one_call():
         [tensor(kind, rows, 256, seed) for seed, (kind, rows) in enumerate(m)] for m in specs
     ]
     together = unpacked([[(t, None) for t in m] for m in matrices])
-    for got, tensors in zip(together, matrices, strict=True):
-        assert_same_bits(got, reference(tensors, [None] * len(tensors)))
+    alone = [unpacked([[(t, None) for t in m]])[0] for m in matrices]
+    for got, want in zip(together, alone, strict=True):
+        for got_part, want_part in zip(parts_of(got), parts_of(want), strict=True):
+            assert_same_bits(got_part, want_part)
+
+
+def parts_of(matrix) -> list[GroupedMatrix]:
+    return matrix.parts if isinstance(matrix, GroupedParts) else [matrix]
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from pld_cli.loading.gguf_file import GGUFFile
 from pld_cli.loading.gguf_weights import blocks_refusal, gguf_weights, weights_bytes
 from pld_cli.runtime.native.model import native_weights
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 from pld_cli.runtime.native.runtime import NativeRuntime
 
 Q = GGMLQuantizationType
@@ -119,6 +120,11 @@ def test_the_header_lists_each_tensor_with_its_type_and_bytes(written):
     assert tensor.type is Q.Q6_K and tensor.shape == (256, 128) and tensor.data.shape == (128, 210)
 
 
+def layouts(matrix: GroupedMatrix | GroupedParts) -> list[tuple[int, int]]:
+    parts = matrix.parts if isinstance(matrix, GroupedParts) else [matrix]
+    return [(part.group, part.bits) for part in parts]
+
+
 def floats(matrix) -> torch.Tensor:
     return matrix if isinstance(matrix, torch.Tensor) else matrix.dequantized()
 
@@ -127,8 +133,8 @@ def test_the_weights_are_the_files_floats_in_transformers_order(written):
     path, folder, expected = written
     weights = gguf_weights(empty_model(folder, False), path)
     layer = weights.layers[0]
-    assert isinstance(layer.qkv, GroupedMatrix) and (layer.qkv.group, layer.qkv.bits) == (16, 8)
-    assert (weights.layers[1].qkv.group, weights.layers[1].qkv.bits) == (32, 8)
+    assert layouts(layer.qkv) == [(32, 4), (32, 8), (16, 8)]  # each type's own, in parts
+    assert layouts(weights.layers[1].qkv) == [(32, 4), (32, 8)]  # Q4_0's q and k together
     for i, layer in enumerate(weights.layers):
         hf = f"model.layers.{i}."
         qkv = torch.cat([expected[f"{hf}self_attn.{x}_proj.weight"] for x in "qkv"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 6  # PLD_ABI_VERSION in csrc/decoder.h
+ABI_VERSION = 7  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
@@ -19,8 +19,16 @@ class Scales(ctypes.Structure):
 
 
 class Matrix(ctypes.Structure):
-    _fields_ = [("values", PTR), ("scales", Scales), ("bias", PTR)]
-    _fields_ += [(name, INT) for name in ("rows", "cols", "group", "bits")]
+    """A grouped matrix; `rest`: NULL, or the matrix of the rows after these (decoder.h)."""
+
+
+Matrix._fields_ = [
+    ("values", PTR),
+    ("scales", Scales),
+    ("bias", PTR),
+    ("rest", ctypes.POINTER(Matrix)),
+    *((name, INT) for name in ("rows", "cols", "group", "bits")),
+]
 
 
 class Block(ctypes.Structure):

@@ -24,6 +24,7 @@ from pld_cli.runtime.clib.tables import MATRICES, Block, Decoder, Matrix, Segmen
 from pld_cli.runtime.native.attention import kernel_fits
 from pld_cli.runtime.native.model import Layer, NativeWeights
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 
 KERNEL = "decode_rows"
 
@@ -33,7 +34,7 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
     checked to stand alone on this machine, a float32 cache the C attention takes, and the
     library built."""
     grouped = all(
-        isinstance(matrix, GroupedMatrix) and matrix.rows_checked > 0
+        isinstance(matrix, GroupedMatrix | GroupedParts) and matrix.rows_checked > 0
         for layer in weights.layers
         for matrix in (getattr(layer, name) for name in MATRICES)
     )
@@ -56,7 +57,7 @@ class CDecoder:
     ) -> None:
         if not all(t.dtype == torch.float32 and t.is_contiguous() for t in (keys, values)):
             raise ValueError("the C decoder writes the cache in place: float32, contiguous")
-        self.kept: list[torch.Tensor] = []  # every tensor the table points into, kept alive
+        self.kept: list[torch.Tensor | Matrix] = []  # all the table points into, kept alive
         blocks = [self.block(layer) for layer in weights.layers]
         self.blocks = (Block * len(blocks))(*blocks)
         self.table = Decoder(
@@ -96,11 +97,12 @@ class CDecoder:
             fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
         return Block(**fields)
 
-    def matrix(self, matrix: GroupedMatrix, bias: torch.Tensor | None) -> Matrix:
+    def matrix(self, matrix: GroupedMatrix | GroupedParts, bias: torch.Tensor | None) -> Matrix:
         if not all(array.is_contiguous() for array in matrix.arrays()):
             raise ValueError("the C decoder reads a matrix's arrays in place: contiguous")
-        self.kept += matrix.arrays()
-        return matrix.table(self.pointer(bias))
+        table = matrix.table(self.pointer(bias))
+        self.kept += [*matrix.arrays(), table]  # the table: its parts' tables hang from it
+        return table
 
     def pointer(self, tensor: torch.Tensor | None) -> int | None:
         """The address of a contiguous float32 (or byte) copy of tensor, kept alive; None: NULL."""

@@ -68,7 +68,7 @@ def test_a_kernel_given_sizes_it_does_not_take_refuses_them(fresh):
         (32, 32, 2, per_group),
         (48, 16, 8, factored),  # 3 groups: not whole super-blocks of 2
     ]:
-        matrix = tables.Matrix(values.data_ptr(), kept, None, 8, inputs, group, bits)
+        matrix = tables.Matrix(values.data_ptr(), kept, None, None, 8, inputs, group, bits)
         code = library.kernel("grouped_mm")(x.data_ptr(), 2, ctypes.byref(matrix), out.data_ptr())
         assert code == library.WRONG_SIZES
     query = torch.zeros(1, 1, 24)

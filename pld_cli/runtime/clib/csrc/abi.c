@@ -25,6 +25,7 @@ int64_t pld_abi(int64_t* out, int64_t n) {
       offsetof(Matrix, values),
       offsetof(Matrix, scales),
       offsetof(Matrix, bias),
+      offsetof(Matrix, rest),
       offsetof(Matrix, rows),
       offsetof(Matrix, cols),
       offsetof(Matrix, group),

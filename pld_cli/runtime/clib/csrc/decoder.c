@@ -24,13 +24,29 @@
 #include "simd.h"
 #include "spread.h"
 
-/* y [rows, N] = x [rows, K] @ W.T + bias */
+/* The outputs of a matrix and the parts after it (decoder.h: `rest`); 0 where a part's inputs
+   differ from the first's. */
+static int64_t outputs_of(const Matrix* m) {
+  int64_t N = 0;
+  for (const Matrix* part = m; part; part = part->rest) {
+    if (part->cols != m->cols) return 0;
+    N += part->rows;
+  }
+  return N;
+}
+
+/* y [rows, N] = x [rows, K] @ W.T + bias, each part of W into its own columns of y. */
 static int product(const Matrix* m, const float* x, int64_t rows, float* y) {
-  int code = grouped_mm(x, rows, m, y);
-  if (code != 0) return code;
+  const int64_t N = outputs_of(m);
+  int64_t first = 0;
+  for (const Matrix* part = m; part; part = part->rest) {
+    int code = grouped_mm_into(x, rows, part, y + first, N);
+    if (code != 0) return code;
+    first += part->rows;
+  }
   if (m->bias)
     for (int64_t i = 0; i < rows; i++)
-      for (int64_t n = 0; n < m->rows; n++) y[i * m->rows + n] += m->bias[n];
+      for (int64_t n = 0; n < N; n++) y[i * N + n] += m->bias[n];
   return 0;
 }
 
@@ -142,7 +158,7 @@ static void rows_add_and_norm(float* x, const float* y, int64_t rows, int64_t hi
 static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, const Segment* segments,
                  int64_t count, Scratch* s) {
   const Block* b = m->blocks + l;
-  int64_t hidden = m->hidden, inner = b->gate_up.rows / 2;
+  int64_t hidden = m->hidden, inner = outputs_of(&b->gate_up) / 2;
   rows_add_and_norm(x, NULL, rows, hidden, b->attention_norm, m->eps, s->h);
   int code = product(&b->qkv, s->h, rows, s->qkv);
   if (code == 0) code = attention(m, l, b, segments, count, s);
@@ -169,10 +185,11 @@ static int shapes_agree(const Decoder* m) {
            m->norm != NULL;
   for (int64_t l = 0; ok && l < m->layers; l++) {
     const Block* b = m->blocks + l;
-    ok = b->qkv.rows == attended + 2 * m->kv_heads * d && b->qkv.cols == m->hidden &&
-         b->out.rows == m->hidden && b->out.cols == attended && b->gate_up.cols == m->hidden &&
-         b->gate_up.rows % 2 == 0 && b->down.cols == b->gate_up.rows / 2 &&
-         b->down.rows == m->hidden;
+    const int64_t gate_up = outputs_of(&b->gate_up);
+    ok = outputs_of(&b->qkv) == attended + 2 * m->kv_heads * d && b->qkv.cols == m->hidden &&
+         outputs_of(&b->out) == m->hidden && b->out.cols == attended &&
+         b->gate_up.cols == m->hidden && gate_up % 2 == 0 && b->down.cols == gate_up / 2 &&
+         outputs_of(&b->down) == m->hidden;
   }
   return ok;
 }
@@ -198,8 +215,10 @@ int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t cou
   int64_t rows = rows_of(m, segments, count);
   if (rows <= 0 || !shapes_agree(m)) return -2;
   int64_t d = m->head_dim, inner = 0;
-  for (int64_t l = 0; l < m->layers; l++)
-    inner = m->blocks[l].gate_up.rows / 2 > inner ? m->blocks[l].gate_up.rows / 2 : inner;
+  for (int64_t l = 0; l < m->layers; l++) {
+    int64_t its = outputs_of(&m->blocks[l].gate_up) / 2;
+    inner = its > inner ? its : inner;
+  }
   int64_t width = (m->heads + 2 * m->kv_heads) * d, attended = m->heads * d;
   int64_t wide = m->hidden > attended ? m->hidden : attended;
   Scratch s = {

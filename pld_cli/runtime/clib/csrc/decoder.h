@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define PLD_ABI_VERSION 6 /* raised with any change of a signature or a table below */
+#define PLD_ABI_VERSION 7 /* raised with any change of a signature or a table below */
 
 #define SUPER_VALUES 256 /* inputs per factor in the K-quants' form: a K-quant's block */
 
@@ -22,11 +22,14 @@ typedef struct {
 } Scales;
 
 /* A GroupedMatrix [rows, cols] (see grouped.c: `group` inputs per scale, `bits` per weight) and
-   its bias [rows] (NULL: none). */
-typedef struct {
+   its bias (NULL: none); `rest`: NULL, or the matrix of the rows after these, over the same
+   inputs (a fused q/k/v whose parts keep layouts of their own: Q4_K q and k, a Q6_K v), the
+   bias then the whole's [rows of every part], on the first part. */
+typedef struct Matrix {
   const uint8_t* values;
   Scales scales;
   const float* bias;
+  const struct Matrix* rest;
   int64_t rows, cols, group, bits;
 } Matrix;
 
@@ -57,6 +60,7 @@ typedef struct {
 } Segment;
 
 int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y);
+int grouped_mm_into(const float* x, int64_t M, const Matrix* w, float* y, int64_t stride);
 int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
                 float scale, float* out);

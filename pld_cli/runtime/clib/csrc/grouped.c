@@ -145,12 +145,17 @@ static Scales block_scales(Scales all, int64_t b, int64_t G) {
    not a multiple of its group or, for the K-quants' form, of their super-blocks of SUPER_VALUES
    (`super` must be SUPER_VALUES / group). */
 int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y) {
+  return grouped_mm_into(x, M, w, y, w->rows);
+}
+
+/* grouped_mm with y's rows `stride` floats apart (a part of a wider product's rows). */
+int grouped_mm_into(const float* x, int64_t M, const Matrix* w, float* y, int64_t stride) {
   const uint8_t* q = w->values;
   const Scales scales = w->scales;
   const int64_t N = w->rows, K = w->cols, group = w->group, bits = w->bits;
   const int factored = scales.sub_scales != NULL;
   const Tile* tiles = tiles_of((int)group, (int)bits, factored);
-  if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0) return -2;
+  if (!tiles || K <= 0 || K % group != 0 || N <= 0 || M < 0 || stride < N) return -2;
   if (factored && (scales.super * group != SUPER_VALUES || K % SUPER_VALUES != 0)) return -2;
   if (M == 0) return 0;
   const int64_t G = K / group, blocks = (N + BLOCK - 1) / BLOCK;
@@ -164,13 +169,12 @@ int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y) {
       split_row(x + m * K, K, (int)group, digits + 2 * m * K, a + m * G, t + m * G);
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < blocks; b++) {
-      const uint8_t* w = q + b * BLOCK * K * bits / 8;
       Scales sc = block_scales(scales, b, G);
       int width = N - b * BLOCK < BLOCK ? (int)(N - b * BLOCK) : BLOCK;
       for (int64_t m = 0; m < M; m += ROWS) {
         int rows = M - m < ROWS ? (int)(M - m) : ROWS;
-        tiles[rows - 1](w, sc, K, digits + 2 * m * K, a + m * G, t + m * G, y + m * N + b * BLOCK,
-                        N, width);
+        tiles[rows - 1](q + b * BLOCK * K * bits / 8, sc, K, digits + 2 * m * K, a + m * G,
+                        t + m * G, y + m * stride + b * BLOCK, stride, width);
       }
     }
   }

@@ -145,7 +145,9 @@ class GroupedMatrix(RowKernel):
             *(None if sub is None else sub.data_ptr() for sub in subs),
             self.super,
         )
-        return Matrix(self.values.data_ptr(), scales, bias, *self.shape, self.group, self.bits)
+        return Matrix(
+            self.values.data_ptr(), scales, bias, None, *self.shape, self.group, self.bits
+        )
 
     def product(self, x: torch.Tensor) -> torch.Tensor:
         kernel = library.kernel(KERNEL)

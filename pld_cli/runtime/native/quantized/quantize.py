@@ -38,6 +38,7 @@ from pld_cli.runtime.native.quantized import grouped
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GROUP, GroupedMatrix
 from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS, Int4Matrix
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
 # what quantize_model makes of float weights (GGUF: a file's own blocks, loading/gguf_weights.py)
@@ -112,8 +113,11 @@ def layouts(weights: NativeWeights) -> str:
 
 
 def kind(matrix) -> str:
+    if isinstance(matrix, GroupedParts):
+        return " + ".join(kind(part) for part in matrix.parts)
     if isinstance(matrix, GroupedMatrix):
-        return f"{matrix.bits}-bit in groups of {matrix.group}"
+        form = ", K-quant scales" if matrix.super > 1 else ""  # tiles of their own
+        return f"{matrix.bits}-bit in groups of {matrix.group}{form}"
     if isinstance(matrix, Int4Matrix):
         return layout(Scheme.INT4)
     return str(matrix.dtype).removeprefix("torch.")
