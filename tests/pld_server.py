@@ -26,11 +26,13 @@ class Notes(list):
         self.append(message)
 
 
-def start(jobs: int = JOBS, context: int = CONTEXT, keep_alive: float | None = None) -> Server:
+def start(
+    jobs: int = JOBS, context: int = CONTEXT, keep_alive: float | None = None, use_pld: bool = True
+) -> Server:
     notes = Notes()
     load = load_engine(ModelSpec(), jobs, context, notes, notes)
     holder = ModelHolder(load, keep_alive, notes)
-    server = Server("127.0.0.1", 0, holder, notes)
+    server = Server("127.0.0.1", 0, holder, notes, use_pld)
     holder.open()
     server.start()
     return server

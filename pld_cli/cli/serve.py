@@ -43,6 +43,14 @@ class ServeSettings(ModelChoice):
     )
     jobs: Annotated[int, option("-j", "--jobs", min=1, panel=SERVE, help=JOBS_HELP)] = 4
     keep_alive: Annotated[str, option(panel=SERVE, help=KEEP_ALIVE_HELP)] = "5m"
+    no_pld: Annotated[
+        bool,
+        option(
+            "--no-pld",
+            panel=SERVE,
+            help="Plain decoding through the same loop, predictions unused (a baseline).",
+        ),
+    ] = False
     context: Annotated[
         int | None, option(min=16, panel=MODEL, show_default=False, help=CONTEXT_HELP)
     ] = None
@@ -76,7 +84,7 @@ def serve(*, settings: ServeSettings) -> ExitStatus:
     load = load_engine(settings.model_spec(), settings.jobs, settings.context, ui.note, ui.detail)
     holder = ModelHolder(load, keep_alive, ui.note)
     try:
-        server = Server(settings.host, settings.port, holder, ui.note)
+        server = Server(settings.host, settings.port, holder, ui.note, not settings.no_pld)
     except OSError as exc:
         where = f"{settings.host}:{settings.port}"
         raise PldError(f"cannot listen on {where}: {exc.strerror or exc}") from None

@@ -34,10 +34,12 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True  # a connection left open (keep-alive) never holds the exit up
     allow_reuse_address = True
 
-    def __init__(self, host: str, port: int, holder: ModelHolder, note: Note) -> None:
+    def __init__(
+        self, host: str, port: int, holder: ModelHolder, note: Note, use_pld: bool = True
+    ) -> None:
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         super().__init__((host, port), Handler)
-        self.holder, self.note = holder, note
+        self.holder, self.note, self.use_pld = holder, note, use_pld
 
     @property
     def url(self) -> str:

@@ -95,7 +95,9 @@ class Handler(BaseHTTPRequestHandler):
     def complete(self, request: Request) -> None:
         """Decode the request and answer it: at once, or as a stream."""
         holder = self.server.holder
-        prepared = prepare(request, holder.tokenizer, holder.served.context, holder.penalty)
+        prepared = prepare(
+            request, holder.tokenizer, holder.served.context, holder.penalty, self.server.use_pld
+        )
         reply = responses.reply_for(request, holder.served.name, time.time())
         start = time.perf_counter()
         with holder.engine() as engine:

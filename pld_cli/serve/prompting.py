@@ -31,8 +31,15 @@ class Prepared:
     config: DecodeConfig
 
 
-def prepare(request: Request, tokenizer, context: int, model_penalty: float | None) -> Prepared:
-    """The request's ids and settings; ApiError where they do not fit the context."""
+def prepare(
+    request: Request,
+    tokenizer,
+    context: int,
+    model_penalty: float | None,
+    use_pld: bool = True,
+) -> Prepared:
+    """The request's ids and settings (`use_pld`: draft, or decode plainly as pld serve --no-pld
+    does, the prediction unused); ApiError where they do not fit the context."""
     ids = prompt_ids(request, tokenizer)
     room = context - len(ids)
     wanted = request.max_tokens
@@ -48,6 +55,7 @@ def prepare(request: Request, tokenizer, context: int, model_penalty: float | No
         )
     predicted = tokenizer(request.prediction, add_special_tokens=False)["input_ids"]
     config = DecodeConfig(
+        use_pld=use_pld,
         max_new_tokens=wanted,
         sampling=request.sampling,
         repetition_penalty=request.repetition_penalty or model_penalty or 1.0,

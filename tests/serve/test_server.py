@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pld_server import CONTEXT, JOBS, events, get, post, streamed_text
+from pld_server import CONTEXT, JOBS, events, get, post, start, streamed_text
 
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import decode_ids
@@ -99,6 +99,22 @@ def test_a_prediction_changes_the_speed_not_the_answer(pld_server):
     assert plain["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0
     streamed = events(pld_server.url, CHAT, body | {"prediction": prediction})
     assert streamed_text(streamed) == content
+
+
+def test_no_pld_serves_the_same_answer_without_drafting(pld_server):
+    """pld serve --no-pld, the baseline: plain decoding, the prediction unused, the same answer."""
+    source = (SAMPLES / "demo/app.yaml").read_text()
+    body = chat(f"{source}\nChange the port to 9000. Output the file.", max_tokens=120)
+    body["prediction"] = {"type": "content", "content": source}
+    plain_server = start(jobs=1, use_pld=False)
+    try:
+        _, plain = post(plain_server.url, CHAT, body)
+    finally:
+        plain_server.close()
+    _, drafted = post(pld_server.url, CHAT, body)
+    assert plain["choices"][0]["message"] == drafted["choices"][0]["message"]
+    assert plain["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] == 0
+    assert drafted["usage"]["completion_tokens_details"]["accepted_prediction_tokens"] > 20
 
 
 def test_eight_requests_at_once_are_each_as_alone(pld_server):
