@@ -1,10 +1,11 @@
 """Issue 49's table: edit requests against running OpenAI-compatible servers (pld serve, and
 llama.cpp's server on the same GGUF for comparison), streamed, greedy, pld's own edit prompts.
 
-    .venv/bin/python scripts/serve_table.py --pld URL [--llama URL] [--items 4] [--repeat 3]
+    .venv/bin/python scripts/serve_table.py --pld URL [--plain URL] [--llama URL] [--items 4]
 
 Per sample edit (samples/edit, the file in the prompt as pld edit sends it): pld serve without and
-with the file as `prediction`, and llama.cpp's server (which takes no prediction), alternated,
+with the file as `prediction`, pld serve --no-pld (--plain: plain decoding, the same answer), and
+llama.cpp's server (which takes no prediction), alternated,
 --repeat times; decode tok/s = completion tokens / (last chunk - first chunk), medians. Then the
 same requests one after another and all at once (the server's -j slots): every answer must be
 the one it got alone. Then time to first token of a fresh request, twice (the second with the
@@ -79,12 +80,14 @@ def rate(result: dict) -> float:
 def edits_table(args, requests) -> list[dict]:
     rows = []
     for name, body, document in requests:
-        sides = {"pld": [], "pld + prediction": [], "llama.cpp": []}
+        sides = {"pld": [], "pld + prediction": [], "plain": [], "llama.cpp": []}
         for _ in range(args.repeat):
             sides["pld"].append(stream(args.pld, body | {"model": args.model}))
             predicted = body | {"model": args.model}
             predicted["prediction"] = {"type": "content", "content": document}
             sides["pld + prediction"].append(stream(args.pld, predicted))
+            if args.plain:
+                sides["plain"].append(stream(args.plain, body | {"model": args.model}))
             if args.llama:
                 sides["llama.cpp"].append(stream(args.llama, body))
         row = dict(item=name)
@@ -92,9 +95,8 @@ def edits_table(args, requests) -> list[dict]:
             if results:
                 row[side] = statistics.median(rate(r) for r in results)
                 row[f"{side} tokens"] = results[0]["tokens"]
-        row["same with prediction"] = (
-            sides["pld"][0]["text"] == sides["pld + prediction"][0]["text"]
-        )
+        texts = {r["text"] for side in ("pld", "pld + prediction", "plain") for r in sides[side]}
+        row["same with prediction"] = len(texts) == 1  # and as plain decoding, where measured
         row["llama.cpp same text"] = bool(sides["llama.cpp"]) and (
             sides["llama.cpp"][0]["text"] == sides["pld"][0]["text"]
         )
@@ -146,6 +148,7 @@ def first_token_table(args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pld", required=True, help="pld serve's URL")
+    parser.add_argument("--plain", help="pld serve --no-pld's URL")
     parser.add_argument("--llama", help="llama.cpp's server on the same GGUF")
     parser.add_argument("--model", default="SmolLM2-135M-Instruct")
     parser.add_argument("--items", type=int, default=4)
@@ -157,17 +160,19 @@ def main() -> None:
     edits = edits_table(args, edit_requests(args.items, args.max_tokens))
     together = together_table(args, edit_requests(args.concurrent, args.max_tokens))
     print(
-        "| edit | tokens | pld tok/s | + prediction tok/s | kept/rejected | same "
-        "| llama.cpp tok/s | pld+pred / llama.cpp |"
+        "| edit | tokens | plain tok/s | pld tok/s | + prediction tok/s | kept/rejected | same "
+        "| + prediction / plain | llama.cpp tok/s | + prediction / llama.cpp |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in edits:
-        llama = row.get("llama.cpp", 0.0)
-        ratio = f"{row['pld + prediction'] / llama:.2f}x" if llama else "-"
+        plain, llama = row.get("plain", 0.0), row.get("llama.cpp", 0.0)
+        over = [
+            f"{row['pld + prediction'] / base:.2f}x" if base else "-" for base in (plain, llama)
+        ]
         print(
-            f"| {row['item']} | {row['pld tokens']} | {row['pld']:.1f} | "
+            f"| {row['item']} | {row['pld tokens']} | {plain:.1f} | {row['pld']:.1f} | "
             f"{row['pld + prediction']:.1f} | {row['kept/rejected']} | "
-            f"{row['same with prediction']} | {llama:.1f} | {ratio} |"
+            f"{row['same with prediction']} | {over[0]} | {llama:.1f} | {over[1]} |"
         )
     print(
         f"{together['requests']} requests, {together['tokens']} tokens: one after another "
