@@ -28,6 +28,8 @@ def main() -> None:
     items = load_corpora([SAMPLES / "edit", SAMPLES / "summarize"])
     prompts = [prompt_ids(loaded.tokenizer, item.task) for item in items]
     rate = prefill.measure(loaded, prompts, DecodeConfig())
+    if rate is None:
+        sys.exit("the model's runtime is not pld's own: its prefill is not measured")
     print(json.dumps(dict(checkout=prefill.__file__, **rate.as_dict())))
 
 

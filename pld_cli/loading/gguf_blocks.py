@@ -12,11 +12,11 @@ these to, to the bit):
 | Q4_1 | 32    | 4    | q            | d        | m            |
 | Q5_0 | 32    | 8    | q (0..31)    | d        | -16 d        |
 | Q5_1 | 32    | 8    | q            | d        | m            |
-| Q4_K | 32    | 4    | q            | d sc     | -(dmin m)    |
-| Q5_K | 32    | 8    | q            | d sc     | -(dmin m)    |
+| Q4_K | 32    | 4    | q            | d sc     | (-dmin) m    |
+| Q5_K | 32    | 8    | q            | d sc     | (-dmin) m    |
 | Q6_K | 16    | 8    | q (0..63)    | d sc     | -32 d sc     |
 | Q3_K | 16    | 4    | q + 4 (0..7) | d (sc-32)| -4 d (sc-32) |
-| Q2_K | 16    | 4    | q (0..3)     | d sc     | -(dmin m)    |
+| Q2_K | 16    | 4    | q (0..3)     | d sc     | (-dmin) m    |
 
 Each product and sum above is exact in float32 (at most 24 significant bits), so scale * u +
 offset gives ggml's own dequantized floats bit for bit. The K-quants' sub-blocks of 16 keep their
@@ -38,6 +38,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from pld_cli.errors import Unsupported
 
 Q = GGMLQuantizationType
+K_BLOCK = 256  # weights in a K-quant block: one d (and dmin) per output and block
 FLOATS = (Q.F32, Q.F16, Q.BF16)
 
 
@@ -73,10 +74,14 @@ def stacked(parts: list[Blocks]) -> Blocks:
 
 
 def layout_bytes(qtype: GGMLQuantizationType, count: int) -> int:
-    """Bytes `count` weights of a type take in pld's layout (float types: float32)."""
+    """Bytes `count` weights of a type take in pld's layout (float types: float32): a legacy
+    type's float32 scale and offset per group; a K-quant's byte each per group and float32
+    factors per 256 weights (its scales in the file's form, gguf_unpack.allocated)."""
     if qtype not in LAYOUTS:
         return 4 * count
     group, bits = LAYOUTS[qtype]
+    if GGML_QUANT_SIZES[qtype][0] == K_BLOCK:
+        return count * bits // 8 + 2 * count // group + 8 * count // K_BLOCK
     return count * bits // 8 + 8 * count // group
 
 
@@ -156,14 +161,14 @@ def k_nibbles(qs: np.ndarray) -> np.ndarray:
 def q4_k(raw: np.ndarray) -> tuple:
     d, dmin = half(raw[:, :2]), half(raw[:, 2:4])
     scales, mins = k_scales(raw[:, 4:16])
-    return k_nibbles(raw[:, 16:]), d * scales, -(dmin * mins)
+    return k_nibbles(raw[:, 16:]), d * scales, -dmin * mins
 
 
 def q5_k(raw: np.ndarray) -> tuple:
     d, dmin = half(raw[:, :2]), half(raw[:, 2:4])
     scales, mins = k_scales(raw[:, 4:16])
     fifth = bit_planes(raw[:, 16:48], 8).reshape(-1, 256)  # sub-block j: bit j of the 32 bytes
-    return k_nibbles(raw[:, 48:]) | (fifth << 4), d * scales, -(dmin * mins)
+    return k_nibbles(raw[:, 48:]) | (fifth << 4), d * scales, -dmin * mins
 
 
 def q6_k(raw: np.ndarray) -> tuple:
@@ -185,7 +190,7 @@ def q2_k(raw: np.ndarray) -> tuple:
     d, dmin = half(raw[:, 80:82]), half(raw[:, 82:84])
     packed = raw[:, :16]
     scales, mins = (packed & 0x0F).astype(np.float32), (packed >> 4).astype(np.float32)
-    return two_bit_planes(raw[:, 16:80]), d * scales, -(dmin * mins)
+    return two_bit_planes(raw[:, 16:80]), d * scales, -dmin * mins
 
 
 def q3_k(raw: np.ndarray) -> tuple:

@@ -21,14 +21,13 @@ import numpy as np
 import torch
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from pld_cli.loading.gguf_blocks import LAYOUTS
+from pld_cli.loading.gguf_blocks import K_BLOCK, LAYOUTS
 from pld_cli.loading.gguf_file import Tensor
 from pld_cli.runtime.clib import library
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.parts import GroupedParts
 
 KERNEL = "gguf_unpack"
-SUPER = 256  # values in a K-quant's block: one scale factor per output and block
 UNPACKED = frozenset(LAYOUTS)  # the types csrc/gguf_unpack.c decodes
 Part = tuple[Tensor, torch.Tensor | None]  # a tensor and its row order (None: as stored)
 
@@ -82,10 +81,10 @@ def allocated(tensors: list[Tensor]) -> GroupedMatrix:
         raise ValueError(f"fused tensors of different inputs: {[t.name for t in tensors]}")
     out, groups = sum(rows(tensor) for tensor in tensors), inputs // group
     values = torch.empty(out, inputs * bits // 8, dtype=torch.uint8)
-    if not all(GGML_QUANT_SIZES[tensor.type][0] == SUPER for tensor in tensors):
+    if not all(GGML_QUANT_SIZES[tensor.type][0] == K_BLOCK for tensor in tensors):
         scales, offsets = torch.empty(out, groups), torch.empty(out, groups)
         return GroupedMatrix.from_blocked(values, scales, offsets, bits)
-    factors = out, inputs // SUPER
+    factors = out, inputs // K_BLOCK
     subs = torch.empty(out, groups, dtype=torch.int8), torch.empty(out, groups, dtype=torch.int8)
     return GroupedMatrix.from_blocked(
         values, torch.empty(factors), torch.empty(factors), bits, subs=subs

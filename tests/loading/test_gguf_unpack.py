@@ -1,7 +1,8 @@
 """The C library writes a GGUF's blocks into a grouped matrix (csrc/gguf_unpack.c) with exactly
 the bits numpy's decoders and GroupedMatrix's own packing give (gguf_blocks.py, the reference):
 values, scales and offsets as stored and dequantized, for every type, fused matrices of mixed
-types in the wider layout, rows in another order and a last block narrower than 16 outputs."""
+types in parts (and, when asked, in the wider layout), rows in another order and a last block
+narrower than 16 outputs."""
 
 import numpy as np
 import pytest

@@ -18,6 +18,7 @@ from pld_cli.loading.checkpoint import empty_model
 from pld_cli.loading.fit import auto_choice
 from pld_cli.loading.gguf_file import GGUFFile
 from pld_cli.loading.gguf_weights import blocks_refusal, gguf_weights, weights_bytes
+from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.model import native_weights
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.parts import GroupedParts
@@ -149,6 +150,21 @@ def test_the_weights_are_the_files_floats_in_transformers_order(written):
         weights.embed[torch.tensor([5, 0])], expected["model.embed_tokens.weight"][[5, 0]]
     )
     assert 0 < weights_bytes(path) < 4 * sum(t.numel() for t in expected.values())
+
+
+def test_the_memory_estimate_is_what_the_weights_take(written):
+    """weights_bytes (the check before a load) counts each type as pld holds it: a K-quant's
+    scales in the file's form, a fused matrix's parts each in its own layout."""
+    path, folder, _ = written
+    weights = gguf_weights(empty_model(folder, False), path)
+    matrices = [getattr(layer, name) for layer in weights.layers for name in MATRICES]
+    if any(isinstance(m, torch.Tensor) for m in matrices):
+        pytest.skip("a float matrix among them (and numpy's widest layout for its fused one)")
+    vectors = [weights.norm] + [
+        v for layer in weights.layers for v in (layer.attention_norm, layer.mlp_norm)
+    ]
+    held = sum(m.nbytes for m in [*matrices, weights.embed, weights.head])
+    assert weights_bytes(path) == held + sum(v.nbytes for v in vectors)
 
 
 def decode(model, prompt: list[int], config: DecodeConfig) -> tuple[list[int], Stats]:

@@ -61,12 +61,14 @@ def test_a_kernel_given_sizes_it_does_not_take_refuses_them(fresh):
     subs = torch.zeros(8, 3, dtype=torch.int8)
     per_group = tables.Scales(scales.data_ptr(), scales.data_ptr(), None, None, 1)
     factored = tables.Scales(*[t.data_ptr() for t in (scales, scales, subs, subs)], 2)
+    factored16 = tables.Scales(*[t.data_ptr() for t in (scales, scales, subs, subs)], 16)
     for inputs, group, bits, kept in [
         (40, 32, 8, per_group),  # 40 inputs: not whole groups
         (40, 16, 4, per_group),
         (32, 8, 8, per_group),  # groups of 8 or 2 bits: no such layout
         (32, 32, 2, per_group),
-        (48, 16, 8, factored),  # 3 groups: not whole super-blocks of 2
+        (48, 16, 8, factored),  # a factor per 2 groups of 16: not per 256 inputs
+        (272, 16, 8, factored16),  # 272 inputs: not whole blocks of 256
     ]:
         matrix = tables.Matrix(values.data_ptr(), kept, None, None, 8, inputs, group, bits)
         code = library.kernel("grouped_mm")(x.data_ptr(), 2, ctypes.byref(matrix), out.data_ptr())

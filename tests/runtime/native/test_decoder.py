@@ -7,6 +7,9 @@ import torch
 from native_families import FAMILIES, assert_close
 
 from pld_cli.runtime.clib import library
+from pld_cli.runtime.native.model import native_weights
+from pld_cli.runtime.native.quantized.matrices import CHECKED_ROWS
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 from pld_cli.runtime.native.quantized.quantize import quantize_model
 from pld_cli.runtime.native.runtime import NativeRuntime
 
@@ -53,3 +56,26 @@ def test_the_c_decoder_takes_int8_in_groups_only():
     model = FAMILIES["smollm2"]().eval()
     quantize_model(model, "int4")
     assert NativeRuntime(model, 64).decoder is None
+
+
+@needs_kernel
+def test_a_matrix_in_parts_runs_as_the_whole():
+    """A q/k/v (with its bias) held in parts, as a GGUF's of several layouts is: the C decoder
+    runs each part into its columns of the one product (decoder.h's `rest`), so a part of the
+    same layout gives the whole's bits; the torch forward agrees."""
+    model = quantized("qwen2")  # q/k/v with a bias
+    runtime = NativeRuntime(model, 128)
+    ids = torch.randint(3, 96, (40,), generator=torch.Generator().manual_seed(2)).tolist()
+    runtime.prefill(ids[:30])
+    whole = runtime.forward(ids[30:]).clone()
+    for layer in native_weights(model).layers:
+        rows = layer.qkv.shape[0]
+        layer.qkv = GroupedParts([layer.qkv.outputs(0, 32), layer.qkv.outputs(32, rows)])
+        layer.qkv.rows_checked = CHECKED_ROWS
+    runtime = NativeRuntime(model, 128)
+    assert runtime.decoder is not None
+    runtime.prefill(ids[:30])
+    assert torch.equal(runtime.forward(ids[30:]), whole)
+    runtime.rollback(30)
+    runtime.decoder = None
+    assert_close(runtime.forward(ids[30:]), whole)

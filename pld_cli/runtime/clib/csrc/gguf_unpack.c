@@ -8,8 +8,9 @@
    (and numpy's decoders, the tests' reference) gives the same bits. A matrix may hold its rows in
    another order (`order`: llama.cpp's interleaved q/k rows back in transformers' order) and in a
    layout wider than the type's own (groups of 16 where the type has 32, its scales repeated;
-   bytes where it has nibbles), so the parts of a fused q/k/v or gate/up matrix are each written
-   in place at their own rows. A matrix of K-quants alone keeps their scales in the file's form
+   bytes where it has nibbles; pld's loads keep each layout apart, runtime/native/quantized/
+   parts.py), and the tensors of a fused q/k/v or gate/up matrix are each written in place at
+   their own rows. A matrix of K-quants alone keeps their scales in the file's form
    (grouped.c): a factor per super-block, the float16 d or dmin widened, and a byte per group. Rows are spread over OpenMP's threads 16 at a time, taken as each
    thread is free (a block of the layout each where the part starts on a block's first row), so a
    thread the system holds back does not keep the others waiting, and a layer's tensors are

@@ -17,6 +17,7 @@ from pld_cli.runtime.clib.tables import MATRICES
 from pld_cli.runtime.native.model import Layer, NativeWeights, shape
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
+from pld_cli.runtime.native.quantized.parts import GroupedParts
 from pld_cli.runtime.native.quantized.quantize import layer_matrix, mark, require_kernels
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
@@ -38,6 +39,8 @@ def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
 
 
 def matrix_state(name: str, matrix) -> dict[str, torch.Tensor]:
+    if isinstance(matrix, GroupedParts):  # a GGUF's, whose weights are never stored
+        raise TypeError(f"{name}: a matrix in parts has no stored form")
     return {f"{name}.{k}": v for k, v in vars(matrix).items() if isinstance(v, torch.Tensor)}
 
 
