@@ -19,9 +19,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decoder.h"
 #include "group_dots.h"
 
-#define SUPER 256      /* values in a K-quant block, the largest of any type */
 #define MAX_SCALES 16 /* scales in a block: a K-quant's sub-blocks of 16 */
 
 /* float16 (two bytes, little-endian) as float32, exactly, by moving its bits: subnormals are
@@ -307,7 +307,7 @@ static void write_rows(const int64_t* job, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; r++) {
     const uint8_t* source = raw + (order ? order[r] : r) * row_bytes;
     Place place = place_of(job, job[JOB_FIRST] + r);
-    uint8_t u[SUPER];
+    uint8_t u[SUPER_VALUES]; /* a K-quant block: the largest of any type */
     BlockScales s;
     for (int64_t k = 0; k < blocks; k++) {
       f->decode(source + k * f->bytes, u, &s);
