@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from pld_cli import waiting
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.stats import ratio
 from pld_cli.tasks.engine import Engine
@@ -60,7 +61,8 @@ def measure(
         outputs = [engine.decode(*job)[0] for job in jobs]
     else:
         with ThreadPoolExecutor(concurrency) as pool:
-            outputs = list(pool.map(lambda job: engine.decode(*job)[0], jobs))
+            futures = [pool.submit(engine.decode, *job) for job in jobs]
+            outputs = [waiting.result(future)[0] for future in futures]
     wall = time.perf_counter() - start
     same = None if first is None else sum(a == b for a, b in zip(outputs, first, strict=True))
     tokens = sum(map(len, outputs))

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pld_cli import waiting
 from pld_cli.cli.board import Board
 from pld_cli.cli.guard import refusal
 from pld_cli.cli.options import Display, Settings
@@ -157,7 +158,7 @@ class Worker:
         futures = [files.submit(self.decode, doc, splitter, map_calls) for doc in documents]
         try:
             for future in futures:
-                yield future.result()
+                yield waiting.result(future)  # Ctrl-C ends the wait, whichever thread takes it
         finally:
             # Cut short (Ctrl-C, an error): what has not started never starts, and nothing here
             # waits for the calls in flight (a `with` would, for minutes): execute closes the
