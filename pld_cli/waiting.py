@@ -1,8 +1,8 @@
 """Waiting on another thread's work in slices, so that Ctrl-C always ends the wait.
 
-The kernel may hand a process's SIGINT to any of its threads. When a thread other than the main
-one takes it (a call's thread, in the middle of creating a thread or reading a socket), Python
-only flags it for the main thread, and a main thread asleep in an untimed wait such as
+The kernel may hand a process's SIGINT to any thread that does not block it: to another one
+while the main thread blocks signals for a moment (glibc does, around creating a thread). Python
+then only flags it for the main thread, and a main thread asleep in an untimed wait such as
 `Future.result()` sleeps on until the work ends: the rest of the run, for streams of minutes. A
 wait in slices wakes every SLICE seconds, sees the flag and raises KeyboardInterrupt.
 """
