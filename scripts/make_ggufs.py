@@ -1,11 +1,12 @@
 """Random-weight Llama GGUFs at a realistic size, for issue 34's load and pass-cost tables: an F16
 file written by gguf-py (the default model's tokenizer, its metadata copied), then quantized by
-llama.cpp's own quantizer (llama-cpp-python's llama_model_quantize) to Q4_K_M and Q8_0.
+llama.cpp's own quantizer to Q4_K_M and Q8_0: llama-cpp-python's llama_model_quantize, or with
+--quantizer the `llama-quantize` tool built from llama.cpp's source.
 
-Run with a Python that has llama-cpp-python and gguf (not pld's venv: llama.cpp is only compared
-with here):
+Run with a Python that has gguf, and llama-cpp-python unless --quantizer is given:
 
-    python scripts/make_ggufs.py 1.5b /tmp/ggufs [--tokenizer-from path/to/SmolLM2.gguf]
+    python scripts/make_ggufs.py 1.5b /tmp/ggufs --tokenizer-from path/to/SmolLM2.gguf \
+        [--quantizer path/to/llama-quantize] [--types Q4_K_M]
 
 The weights are N(0, 0.02) (the norms 1), so the files have the shapes and the types of real
 ones, not their text: good for timing and memory, not for output quality.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import subprocess
 import time
 from pathlib import Path
 
@@ -100,13 +102,16 @@ def write_f16(path: Path, shape: str, tokenizer: Path) -> None:
     writer.close()
 
 
-def quantize(source: Path, target: Path, kind: str, threads: int) -> float:
+def quantize(source: Path, target: Path, kind: str, threads: int, tool: Path | None) -> float:
+    start = time.perf_counter()
+    if tool is not None:
+        subprocess.run([str(tool), str(source), str(target), kind, str(threads)], check=True)
+        return time.perf_counter() - start
     import llama_cpp  # only here: the other scripts import this one's writer in pld's venv
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = getattr(llama_cpp, TYPES[kind])
     params.nthread = threads
-    start = time.perf_counter()
     code = llama_cpp.llama_model_quantize(
         str(source).encode(), str(target).encode(), ctypes.byref(params)
     )
@@ -122,15 +127,17 @@ def main() -> None:
     parser.add_argument("--tokenizer-from", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--keep-f16", action="store_true")
+    parser.add_argument("--quantizer", type=Path, help="llama.cpp's llama-quantize tool")
+    parser.add_argument("--types", default=",".join(TYPES), help="of " + ", ".join(TYPES))
     args = parser.parse_args()
     args.folder.mkdir(parents=True, exist_ok=True)
     f16 = args.folder / f"random-{args.shape}-F16.gguf"
     start = time.perf_counter()
     write_f16(f16, args.shape, args.tokenizer_from)
     print(f"{f16.name}: {f16.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - start:.0f} s")
-    for kind in TYPES:
+    for kind in args.types.split(","):
         target = args.folder / f"random-{args.shape}-{kind}.gguf"
-        took = quantize(f16, target, kind, args.threads)
+        took = quantize(f16, target, kind, args.threads, args.quantizer)
         print(f"{target.name}: {target.stat().st_size / 1e9:.2f} GB in {took:.0f} s")
     if not args.keep_f16:
         f16.unlink()

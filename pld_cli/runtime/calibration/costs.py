@@ -41,8 +41,10 @@ SPEED_BUFFER_MB = 64  # past the last-level caches: the copy reads and writes me
 # runtime's name; 7: the grouped kernel takes four layouts, a GGUF's own blocks; 8: row attention
 # runs chunk by chunk; 9: it takes rows in blocks sharing each slot's loads, and a prompt slice's
 # input split runs on every core: the same bits, other pass costs; 10: a K-quant's scales in the
-# file's form, a fused matrix of several layouts in parts, AVX-512's digit split in intrinsics).
-KERNEL_REVISION = 10
+# file's form, a fused matrix of several layouts in parts, AVX-512's digit split in intrinsics;
+# 11: the grouped product's inputs as one signed byte per input, AVX2's nibbles on vpmaddubsw, four
+# rows a tile on every variant: other bits, other pass costs).
+KERNEL_REVISION = 11
 # The calibration's tokens: a random pattern of this many, repeated, as text and copied spans are
 # (a head that recomputed the logits near the top one, as torch's int8 head did, cost twice the
 # kernel's time over random tokens: docs/design-measurements.md).

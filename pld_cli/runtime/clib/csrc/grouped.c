@@ -16,16 +16,16 @@
    group's scale and offset as that one float32 product, which the file's decoders also form (an
    11-bit float16 times a 6- or 8-bit integer: exact), so the bits are those of the stored form.
 
-   Each input row is rounded, per group, to whole steps X = x / a with |X| <= 32639 (a: the
-   group's largest |x| / 32639). Over a group each output gets the exact integer u . X, however
-   the instruction set computes it (group_dots.h: VNNI on two signed base-256 digits of X, AVX2
-   and plain C on X as 16 bits); then one conversion to float, one scale (the group's weight
+   Each input row is rounded, per group, to whole steps X = x / a with |X| <= 127 (a: the group's
+   largest |x| / 127), one signed byte each, as llama.cpp rounds its activations for its 4- and
+   8-bit types (docs/quantized.md measures the choice against 16-bit steps). Over a group each
+   output gets the exact integer u . X, however the instruction set computes it (group_dots.h:
+   vpdpbusd, vpmaddubsw, vpmaddwd or plain C); then one conversion to float, one scale (the group's weight
    scales times a) and two multiply-adds per group and output (the offsets add offset times a
    times the group's sum of X), in simd.h's lane-wise operations. So each output of each row is
    computed from that row and the weights alone, group after group in order, with the same bits on
    every variant, whatever the number of rows or threads: a verify pass gives each row what a
-   one-position pass gives it. The input's rounding to 16 bits per group is 2^-15 of the group's
-   largest value. */
+   one-position pass gives it. */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,11 +35,11 @@
 #include "simd.h"
 #include "spread.h"
 
-#define LIMIT 32639.0f /* 127 * 256 + 127: the largest |X| whose two digits fit a signed byte */
+#define LIMIT 127.0f /* the largest |X|: a signed byte */
 
-/* Row x [K] as steps X (stored as group_dots.h keeps them, `digits` [2 K] bytes); per group
-   [K / group]: the step a and a * the group's sum of X (t). */
-static void split_row(const float* x, int64_t K, int group, int8_t* digits, float* a, float* t) {
+/* Row x [K] as steps X (`steps` [K] signed bytes); per group [K / group]: the step a and a * the
+   group's sum of X (t). */
+static void split_row(const float* x, int64_t K, int group, int8_t* steps, float* a, float* t) {
   for (int64_t g = 0; g < K / group; g++) {
     vf16 x0 = vf_load(x + g * group);
     vf16 x1 = group == 32 ? vf_load(x + g * group + 16) : vf_zero();
@@ -48,7 +48,7 @@ static void split_row(const float* x, int64_t K, int group, int8_t* digits, floa
     float whole[MAX_GROUP];
     vf_store(whole, vf_round(vf_div(x0, vf_set1(step))));
     vf_store(whole + 16, vf_round(vf_div(x1, vf_set1(step))));
-    int32_t sum = keep_steps(whole, group, digits + 2 * g * group);
+    int32_t sum = keep_steps(whole, group, steps + g * group);
     a[g] = step;
     t[g] = step * (float)sum;
   }
@@ -71,7 +71,7 @@ ALWAYS_INLINE void group_scales(Scales sc, int64_t g, int width, int group, int 
 /* One block of `width` outputs (16, or fewer in the last block) for `rows` (up to ROWS) rows of
    the split input: y [rows, N] at the block's first output. `sc`: the block's scales (its own
    arrays, at the block's start). */
-ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* digits,
+ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* steps,
                         const float* a, const float* t, float* y, int64_t N, int width, int rows,
                         int group, int bits, int factored) {
   const int64_t G = K / group;
@@ -79,8 +79,8 @@ ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* di
   for (int i = 0; i < rows; i++) acc[i] = vf_zero();
   for (int64_t g = 0; g < G; g++) {
     int32_t dots[ROWS][BLOCK] __attribute__((aligned(64)));
-    group_dots(w + g * group * width * bits / 8, width, group, bits, digits + 2 * g * group,
-               2 * K, rows, dots);
+    group_dots(w + g * group * width * bits / 8, width, group, bits, steps + g * group, K, rows,
+               dots);
     vf16 sv, ov;
     group_scales(sc, g, width, group, factored, &sv, &ov);
     for (int i = 0; i < rows; i++) {
@@ -93,9 +93,9 @@ ALWAYS_INLINE void tile(const uint8_t* w, Scales sc, int64_t K, const int8_t* di
 }
 
 #define TILE_ARGS                                                                     \
-  const uint8_t *w, Scales sc, int64_t K, const int8_t *digits, const float *a, const float *t, \
+  const uint8_t *w, Scales sc, int64_t K, const int8_t *steps, const float *a, const float *t,  \
       float *y, int64_t N, int width
-#define TILE_PASS w, sc, K, digits, a, t, y, N, width
+#define TILE_PASS w, sc, K, steps, a, t, y, N, width
 typedef void (*Tile)(TILE_ARGS);
 
 /* One copy per row count, layout and form of the scales, so each keeps its accumulators in
@@ -159,26 +159,26 @@ int grouped_mm_into(const float* x, int64_t M, const Matrix* w, float* y, int64_
   if (factored && (scales.super * group != SUPER_VALUES || K % SUPER_VALUES != 0)) return -2;
   if (M == 0) return 0;
   const int64_t G = K / group, blocks = (N + BLOCK - 1) / BLOCK;
-  int8_t* digits = malloc(2 * M * K);
+  int8_t* steps = malloc(M * K);
   float* a = malloc(sizeof(float) * M * G);
   float* t = malloc(sizeof(float) * M * G);
-  int ok = digits && a && t;
+  int ok = steps && a && t;
   if (ok) {
 #pragma omp parallel for schedule(static) if (M >= SPREAD_ROWS)
     for (int64_t m = 0; m < M; m++) /* rows apart: each row's steps its own */
-      split_row(x + m * K, K, (int)group, digits + 2 * m * K, a + m * G, t + m * G);
+      split_row(x + m * K, K, (int)group, steps + m * K, a + m * G, t + m * G);
 #pragma omp parallel for schedule(static)
     for (int64_t b = 0; b < blocks; b++) {
       Scales sc = block_scales(scales, b, G);
       int width = N - b * BLOCK < BLOCK ? (int)(N - b * BLOCK) : BLOCK;
       for (int64_t m = 0; m < M; m += ROWS) {
         int rows = M - m < ROWS ? (int)(M - m) : ROWS;
-        tiles[rows - 1](q + b * BLOCK * K * bits / 8, sc, K, digits + 2 * m * K, a + m * G,
+        tiles[rows - 1](q + b * BLOCK * K * bits / 8, sc, K, steps + m * K, a + m * G,
                         t + m * G, y + m * stride + b * BLOCK, stride, width);
       }
     }
   }
-  free(digits);
+  free(steps);
   free(a);
   free(t);
   return ok ? 0 : -1;

@@ -4,8 +4,9 @@
 
    Two instructions per variant: the widest int8 product the instruction set has (`widest` = 1:
    vpdpbusd, 64 byte products, 32 on AVX-VNNI's 256-bit registers; AVX2's vpmaddubsw, 32, its
-   16-bit sums added saturating) and the one grouped.c's exact u . X runs on (0: vpdpbusd on two
-   digits of X, so 32 products of u . X per instruction, 16 on AVX-VNNI; AVX2's vpmaddwd, 16). Returns the multiply-accumulates done, over all threads. */
+   16-bit sums added saturating), on which grouped.c's products of nibbles (and on VNNI, of bytes)
+   run, and (0) the one AVX2's products of bytes run on: vpmaddwd, 16 (the VNNI variants: the
+   same as 1). Returns the multiply-accumulates done, over all threads. */
 
 #include <stdint.h>
 
@@ -25,14 +26,14 @@ int64_t pld_peak(int64_t rounds, int64_t widest) {
     for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_set1_epi32(c);
     for (int64_t r = 0; r < rounds; r++)
       for (int c = 0; c < CHAINS; c++) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
-    per = widest ? 64 : 32;
+    per = 64;
     for (int c = 0; c < CHAINS; c++) kept += _mm512_reduce_add_epi32(acc[c]);
 #elif defined(__AVXVNNI__)
     __m256i acc[CHAINS], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5);
     for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_set1_epi32(c);
     for (int64_t r = 0; r < rounds; r++)
       for (int c = 0; c < CHAINS; c++) acc[c] = _mm256_dpbusd_avx_epi32(acc[c], a, b);
-    per = widest ? 32 : 16;
+    per = 32;
     for (int c = 0; c < CHAINS; c++) kept += _mm256_extract_epi32(acc[c], 0);
 #elif defined(__AVX2__)
     __m256i acc[CHAINS], a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5);

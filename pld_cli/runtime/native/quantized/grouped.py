@@ -12,7 +12,8 @@ holds them (a factor per super-block, a byte per group: `sub_scales`), not as a 
 group, which cost a Q4_K weight 2 bits beside its 4. The kernel
 computes each row apart in a fixed order, so rows stand alone by construction; its float work is
 per group and 16 outputs, so prefills run it too (docs/design-measurements.md). A weight is
-scale * u + offset for its unsigned u; the inputs keep 16 bits per group.
+scale * u + offset for its unsigned u; the inputs are rounded to a signed byte per input and
+group (docs/quantized.md, "Inputs as bytes").
 """
 
 from __future__ import annotations

@@ -20,9 +20,9 @@ def weights(out: int, inputs: int, seed: int = 0) -> torch.Tensor:
 
 def stepped(x: torch.Tensor, group: int) -> torch.Tensor:
     """x [rows, in] as the kernel takes it, in double: per group, whole steps of its largest |x|
-    / 32639 (two signed base-256 digits), to nearest, ties to even."""
+    / 127 (a signed byte), to nearest, ties to even."""
     groups = x.unflatten(1, (-1, group))
-    step = groups.abs().amax(-1, keepdim=True) / 32639
+    step = groups.abs().amax(-1, keepdim=True) / 127
     return (torch.round(groups / step).double() * step.double()).flatten(1)
 
 
