@@ -22,6 +22,7 @@ from pld_cli.runtime.batch.opening import open_batch
 from pld_cli.runtime.batch.scheduler import Batch
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.names import RuntimeName
+from pld_cli.runtime.prefix.reuse import Prefixes, with_prefixes
 from pld_cli.tasks.engine import Note, OnPass
 
 
@@ -32,11 +33,14 @@ def decode_ids(
     on_pass: OnPass | None = None,
     runtime_name: RuntimeName | None = None,
     prediction: Sequence[int] = (),
+    prompts: Prefixes | None = None,
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats. The
-    calibrated pass costs are corrected by the passes this decode runs (core/pass_costs.py)."""
+    calibrated pass costs are corrected by the passes this decode runs (core/pass_costs.py).
+    `prompts` keeps prompts' keys and values for later ones (runtime/prefix/), where exact."""
     runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
     observed = ObservedCosts(costs) if costs else None
+    runtime = with_prefixes(runtime, prompts)
     return decode_on(runtime, observed, loaded.eos_ids, ids, config, on_pass, prediction)
 
 
@@ -74,6 +78,7 @@ class LocalEngine:
         self.repetition_penalty = loaded.repetition_penalty
         self.parallel, self.limit = 1, ""
         self.batch: Batch | None = None
+        self.prompts: Prefixes | None = None  # kept prompts (runtime/prefix/); None: none kept
 
     @property
     def weights(self) -> dict[str, str]:
@@ -96,11 +101,14 @@ class LocalEngine:
     ) -> tuple[list[int], Stats]:
         """The Engine's decode; `prediction` (pld serve's predicted output) is pld's own."""
         if self.batch is None:
-            return decode_ids(self.loaded, ids, config, on_pass, prediction=prediction)
+            return decode_ids(
+                self.loaded, ids, config, on_pass, prediction=prediction, prompts=self.prompts
+            )
         _, costs = ready(self.loaded, len(ids) + config.max_new_tokens, config)
         with self.batch.slot() as slot:
             shared = SharedCosts(costs, self.batch, slot.region) if costs else None
-            return decode_on(slot, shared, self.eos_ids, ids, config, on_pass, prediction)
+            runtime = with_prefixes(slot, self.prompts)
+            return decode_on(runtime, shared, self.eos_ids, ids, config, on_pass, prediction)
 
     def close(self) -> None:
         """Cuts the documents in flight (Ctrl-C, the end of a run): each raises Cancelled."""
