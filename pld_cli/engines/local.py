@@ -15,6 +15,7 @@ from pld_cli.core.decode import Pass, generate
 from pld_cli.core.pass_costs import ObservedCosts
 from pld_cli.core.runtime import Runtime
 from pld_cli.core.stats import Stats
+from pld_cli.loading.kept_prompts import disk_prompts
 from pld_cli.loading.models import LoadedModel, load_model
 from pld_cli.loading.ready import ready
 from pld_cli.runtime.batch.costs import SharedCosts
@@ -117,5 +118,10 @@ class LocalEngine:
 
 
 def open_engine(settings, report: Note) -> LocalEngine:
-    """The model -m names (else the default model), loaded on this machine."""
-    return LocalEngine(load_model(settings.model_spec(), report), settings.jobs)
+    """The model -m names (else the default model), loaded on this machine, keeping prompts'
+    keys and values in the user cache unless --no-prompt-cache (runtime/prefix/disk.py)."""
+    spec = settings.model_spec()
+    engine = LocalEngine(load_model(spec, report), settings.jobs)
+    if not settings.no_prompt_cache:
+        engine.prompts = disk_prompts(engine.loaded, spec)
+    return engine
