@@ -52,6 +52,7 @@ def pass_costs_in_a_temporary_folder(monkeypatch, tmp_path_factory):
     folder = tmp_path_factory.getbasetemp() / "pld-cache"
     monkeypatch.setattr("pld_cli.loading.ready.cache_dir", lambda: folder)
     monkeypatch.setattr("pld_cli.loading.quantized_copy.cache_dir", lambda: folder)
+    monkeypatch.setattr("pld_cli.loading.kept_prompts.cache_dir", lambda: folder)
 
 
 @pytest.fixture(scope="session")

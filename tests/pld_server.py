@@ -12,7 +12,7 @@ import json
 from urllib.parse import urlsplit
 
 from pld_cli.loading.models import ModelSpec
-from pld_cli.serve.app import Server, load_engine
+from pld_cli.serve.app import CACHE_RAM, Server, load_engine
 from pld_cli.serve.holder import ModelHolder
 
 JOBS = 4
@@ -27,10 +27,14 @@ class Notes(list):
 
 
 def start(
-    jobs: int = JOBS, context: int = CONTEXT, keep_alive: float | None = None, use_pld: bool = True
+    jobs: int = JOBS,
+    context: int = CONTEXT,
+    keep_alive: float | None = None,
+    use_pld: bool = True,
+    cache_ram: int = CACHE_RAM,
 ) -> Server:
     notes = Notes()
-    load = load_engine(ModelSpec(), jobs, context, notes, notes)
+    load = load_engine(ModelSpec(), jobs, context, notes, notes, cache_ram)
     holder = ModelHolder(load, keep_alive, notes)
     server = Server("127.0.0.1", 0, holder, notes, use_pld)
     holder.open()

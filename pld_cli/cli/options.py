@@ -25,6 +25,10 @@ from pld_cli.runtime.names import RuntimeName
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
 MODEL, SERVER, DECODING, SAMPLING, DISPLAY = "Model", "Server", "Decoding", "Sampling", "Display"
+NO_PROMPT_CACHE_HELP = (
+    "Neither read nor keep prompts' keys and values in the user cache (kept, a second run on "
+    "the same file prefills only what differs, its output bit for bit the same)."
+)
 
 
 class Dtype(str, Enum):
@@ -169,6 +173,9 @@ class Settings(ModelChoice):
         ),
     ] = dataclasses.field(default=None, repr=False)
     jobs: Annotated[int, option("-j", "--jobs", min=1, panel=DECODING, help=JOBS_HELP)] = 1
+    no_prompt_cache: Annotated[
+        bool, option("--no-prompt-cache", panel=DECODING, help=NO_PROMPT_CACHE_HELP)
+    ] = False
     tokenizer: Annotated[
         str | None, option(panel=SERVER, show_default=False, help=TOKENIZER_HELP)
     ] = None

@@ -27,6 +27,10 @@ KEEP_ALIVE_HELP = (
     "How long the model stays loaded with no request (30s, 5m, 1h; 0: let go at once; forever); "
     "the next request loads it again."
 )
+CACHE_RAM_HELP = (
+    "MiB of RAM for the keys and values of recent prompts: a request beginning with a kept "
+    "prompt's tokens prefills only the rest, its answer bit for bit the same (0: none kept)."
+)
 CONTEXT_HELP = (
     "Most tokens of one request, prompt and answer (default: the model's context); each slot's "
     "KV cache is sized for it."
@@ -54,6 +58,7 @@ class ServeSettings(ModelChoice):
     context: Annotated[
         int | None, option(min=16, panel=MODEL, show_default=False, help=CONTEXT_HELP)
     ] = None
+    cache_ram: Annotated[int, option(min=0, panel=SERVE, help=CACHE_RAM_HELP)] = 2048
     quiet: Annotated[
         bool, option("-q", "--quiet", panel=DISPLAY, help="Nothing on stderr but errors.")
     ] = False
@@ -81,7 +86,8 @@ def serve(*, settings: ServeSettings) -> ExitStatus:
 
     ui = Ui(quiet=settings.quiet, live=False, verbose=settings.verbose)
     ui.quiet_libraries()
-    load = load_engine(settings.model_spec(), settings.jobs, settings.context, ui.note, ui.detail)
+    spec, jobs, context = settings.model_spec(), settings.jobs, settings.context
+    load = load_engine(spec, jobs, context, ui.note, ui.detail, settings.cache_ram)
     holder = ModelHolder(load, keep_alive, ui.note)
     try:
         server = Server(settings.host, settings.port, holder, ui.note, not settings.no_pld)

@@ -41,6 +41,7 @@ class Prefill:
 
     prompt_tokens: int
     seconds: float
+    cached: int = 0  # positions copied from a kept prompt, not computed (runtime/prefix/)
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,8 @@ def generate(
         runtime = PenalizedRuntime(runtime, config.repetition_penalty)
     loops = LoopStop(config.loop_span) if config.stop_loops else None
     start = time.perf_counter()
-    runtime.prefill(prompt_ids[:-1])
-    yield Prefill(len(prompt_ids), time.perf_counter() - start)
+    cached = runtime.prefill(prompt_ids[:-1]) or 0
+    yield Prefill(len(prompt_ids), time.perf_counter() - start, cached)
 
     index = NgramIndex(prompt_ids, config.ngram_max, config.ngram_min)
     drafter = Drafter(index, follow_copies=config.adaptive, prediction=prediction)

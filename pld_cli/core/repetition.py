@@ -42,10 +42,10 @@ class PenalizedRuntime:
     def length(self) -> int:
         return self.runtime.length
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        self.runtime.prefill(ids)
+    def prefill(self, ids: Sequence[int]) -> int | None:
         self.tokens = list(ids)
         self.counts = None
+        return self.runtime.prefill(ids)
 
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         scores = self.runtime.forward(ids).float()  # [q, vocab], as generate() processes them

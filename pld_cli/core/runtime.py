@@ -36,8 +36,9 @@ class Runtime(Protocol):
         """Number of positions held in the KV cache."""
         ...
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        """Empty the cache, then fill it with ids (positions 0..len(ids)-1)."""
+    def prefill(self, ids: Sequence[int]) -> int | None:
+        """Empty the cache, then fill it with ids (positions 0..len(ids)-1). May return how many
+        of them were copied from a kept prompt rather than computed (runtime/prefix/)."""
         ...
 
     def forward(self, ids: Sequence[int]) -> torch.Tensor:

@@ -21,6 +21,7 @@ from pld_cli.core.decode import Event, Prefill, Stop
 @dataclass
 class Stats:
     prompt_tokens: int = 0
+    cached_tokens: int = 0  # prompt positions copied from a kept prompt (runtime/prefix/)
     new_tokens: int = 0
     passes: int = 0
     drafted_tokens: int = 0
@@ -47,6 +48,7 @@ class Stats:
     def add(self, event: Event) -> None:
         if isinstance(event, Prefill):
             self.prompt_tokens = event.prompt_tokens
+            self.cached_tokens = event.cached
             self.prefill_s += event.seconds
             return
         self.passes += 1
@@ -65,6 +67,7 @@ class Stats:
 
     COUNTS = (
         "prompt_tokens",
+        "cached_tokens",
         "new_tokens",
         "passes",
         "drafted_tokens",
@@ -148,6 +151,7 @@ class Stats:
         """The `--json` stats object; these names are an interface."""
         return {
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "new_tokens": self.new_tokens,
             "passes": self.passes,
             "drafted_tokens": self.drafted_tokens if self.drafts_known else None,

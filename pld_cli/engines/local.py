@@ -15,6 +15,7 @@ from pld_cli.core.decode import Pass, generate
 from pld_cli.core.pass_costs import ObservedCosts
 from pld_cli.core.runtime import Runtime
 from pld_cli.core.stats import Stats
+from pld_cli.loading.kept_prompts import disk_prompts
 from pld_cli.loading.models import LoadedModel, load_model
 from pld_cli.loading.ready import ready
 from pld_cli.runtime.batch.costs import SharedCosts
@@ -22,6 +23,7 @@ from pld_cli.runtime.batch.opening import open_batch
 from pld_cli.runtime.batch.scheduler import Batch
 from pld_cli.runtime.context import context_limit
 from pld_cli.runtime.names import RuntimeName
+from pld_cli.runtime.prefix.reuse import Prefixes, with_prefixes
 from pld_cli.tasks.engine import Note, OnPass
 
 
@@ -32,11 +34,14 @@ def decode_ids(
     on_pass: OnPass | None = None,
     runtime_name: RuntimeName | None = None,
     prediction: Sequence[int] = (),
+    prompts: Prefixes | None = None,
 ) -> tuple[list[int], Stats]:
     """The draft/verify loop over prompt ids: the new tokens (EOS included) and their stats. The
-    calibrated pass costs are corrected by the passes this decode runs (core/pass_costs.py)."""
+    calibrated pass costs are corrected by the passes this decode runs (core/pass_costs.py).
+    `prompts` keeps prompts' keys and values for later ones (runtime/prefix/), where exact."""
     runtime, costs = ready(loaded, len(ids) + config.max_new_tokens, config, runtime_name)
     observed = ObservedCosts(costs) if costs else None
+    runtime = with_prefixes(runtime, prompts)
     return decode_on(runtime, observed, loaded.eos_ids, ids, config, on_pass, prediction)
 
 
@@ -74,6 +79,7 @@ class LocalEngine:
         self.repetition_penalty = loaded.repetition_penalty
         self.parallel, self.limit = 1, ""
         self.batch: Batch | None = None
+        self.prompts: Prefixes | None = None  # kept prompts (runtime/prefix/); None: none kept
 
     @property
     def weights(self) -> dict[str, str]:
@@ -96,11 +102,14 @@ class LocalEngine:
     ) -> tuple[list[int], Stats]:
         """The Engine's decode; `prediction` (pld serve's predicted output) is pld's own."""
         if self.batch is None:
-            return decode_ids(self.loaded, ids, config, on_pass, prediction=prediction)
+            return decode_ids(
+                self.loaded, ids, config, on_pass, prediction=prediction, prompts=self.prompts
+            )
         _, costs = ready(self.loaded, len(ids) + config.max_new_tokens, config)
         with self.batch.slot() as slot:
             shared = SharedCosts(costs, self.batch, slot.region) if costs else None
-            return decode_on(slot, shared, self.eos_ids, ids, config, on_pass, prediction)
+            runtime = with_prefixes(slot, self.prompts)
+            return decode_on(runtime, shared, self.eos_ids, ids, config, on_pass, prediction)
 
     def close(self) -> None:
         """Cuts the documents in flight (Ctrl-C, the end of a run): each raises Cancelled."""
@@ -109,5 +118,10 @@ class LocalEngine:
 
 
 def open_engine(settings, report: Note) -> LocalEngine:
-    """The model -m names (else the default model), loaded on this machine."""
-    return LocalEngine(load_model(settings.model_spec(), report), settings.jobs)
+    """The model -m names (else the default model), loaded on this machine, keeping prompts'
+    keys and values in the user cache unless --no-prompt-cache (runtime/prefix/disk.py)."""
+    spec = settings.model_spec()
+    engine = LocalEngine(load_model(spec, report), settings.jobs)
+    if not settings.no_prompt_cache:
+        engine.prompts = disk_prompts(engine.loaded, spec)
+    return engine

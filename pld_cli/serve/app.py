@@ -18,12 +18,14 @@ from http.server import ThreadingHTTPServer
 from pld_cli.core.config import DecodeConfig
 from pld_cli.engines.local import LocalEngine
 from pld_cli.loading.models import ModelSpec, load_model
+from pld_cli.runtime.prefix.store import MIB, PrefixStore
 from pld_cli.serve.answer import Answer
 from pld_cli.serve.handler import Handler
 from pld_cli.serve.holder import ModelHolder
 from pld_cli.serve.requests import Endpoint
 
 Note = Callable[[str], None]
+CACHE_RAM = 2048  # MiB of kept prompts' keys and values (--cache-ram)
 
 
 class Stopped(Exception):
@@ -52,7 +54,8 @@ class Server(ThreadingHTTPServer):
         predicted = stats.prediction_accepted + stats.prediction_rejected
         kept = f", prediction {stats.prediction_accepted}/{predicted} kept" if predicted else ""
         self.note(
-            f"{endpoint.value}: {stats.prompt_tokens} + {stats.new_tokens} tokens "
+            f"{endpoint.value}: {stats.prompt_tokens}{cached(stats.cached_tokens)} + "
+            f"{stats.new_tokens} tokens "
             f"({answer.finish.value}) in {seconds:.2f} s, {stats.tokens_per_s:.1f} tok/s, "
             f"{stats.tokens_per_pass:.2f} per pass{kept}"
         )
@@ -73,12 +76,22 @@ class Server(ThreadingHTTPServer):
         self.server_close()
 
 
+def cached(tokens: int) -> str:
+    return f" ({tokens} cached)" if tokens else ""
+
+
 def load_engine(
-    spec: ModelSpec, jobs: int, context: int | None, note: Note, detail: Note
+    spec: ModelSpec,
+    jobs: int,
+    context: int | None,
+    note: Note,
+    detail: Note,
+    cache_ram: int = CACHE_RAM,
 ) -> Callable[[], LocalEngine]:
     """What opens the engine (once at start, again after --keep-alive let it go): the model,
-    and `jobs` slots with room for `context` positions each (default and most: the model's).
-    `note` says what loads, `detail` which runtime runs and why (--verbose)."""
+    and `jobs` slots with room for `context` positions each (default and most: the model's),
+    sharing `cache_ram` MiB of recent prompts' keys and values (runtime/prefix/; let go with
+    the model). `note` says what loads, `detail` which runtime runs and why (--verbose)."""
 
     def load() -> LocalEngine:
         engine = LocalEngine(load_model(spec, note), jobs)
@@ -86,6 +99,7 @@ def load_engine(
         engine.prepare(engine.context, DecodeConfig(), note, detail)
         if engine.parallel < jobs:
             note(f"-j {jobs}: {engine.limit}")
+        engine.prompts = PrefixStore(cache_ram * MIB) if cache_ram else None
         return engine
 
     return load

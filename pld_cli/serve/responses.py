@@ -100,7 +100,9 @@ def usage(stats: Stats) -> dict:
     """OpenAI's usage. accepted_prediction_tokens: draft tokens copied from the prediction that
     the model kept (they are in the completion); rejected_prediction_tokens: draft tokens copied
     from the prediction that a pass verified and did not keep. Prediction tokens never drafted
-    count in neither (OpenAI counts the whole prediction; pld counts what it tried)."""
+    count in neither (OpenAI counts the whole prediction; pld counts what it tried).
+    cached_tokens: prompt tokens whose keys and values were copied from a kept prompt
+    (runtime/prefix/), not computed."""
     details = {
         "accepted_prediction_tokens": stats.prediction_accepted,
         "rejected_prediction_tokens": stats.prediction_rejected,
@@ -110,6 +112,7 @@ def usage(stats: Stats) -> dict:
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.new_tokens,
         "total_tokens": stats.prompt_tokens + stats.new_tokens,
+        "prompt_tokens_details": {"cached_tokens": stats.cached_tokens},
         "completion_tokens_details": details,
     }
 

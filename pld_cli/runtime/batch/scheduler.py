@@ -194,11 +194,20 @@ class Slot:
     def length(self) -> int:
         return self._length
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        self._length = 0
-        if ids:
-            self.batch.run(self.region, Rows(list(ids), 0, logits_wanted=False))
+    def prefill(self, ids: Sequence[int], start: int = 0) -> None:
+        """Fills positions start.. (those before taken as written: restore())."""
+        self._length = start
+        if len(ids) > start:
+            self.batch.run(self.region, Rows(list(ids[start:]), start, logits_wanted=False))
             self._length = len(ids)
+
+    def snapshot(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.batch.runtime.snapshot(length, self.region)
+
+    def restore(self, keys: torch.Tensor, values: torch.Tensor, count: int) -> None:
+        """Written while this slot has no rows in a pass: the pass thread never writes its
+        region meanwhile."""
+        self.batch.runtime.restore(keys, values, count, self.region)
 
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         if self._length + len(ids) > self.context_limit:

@@ -137,17 +137,35 @@ class NativeRuntime:
             path = f"attention row by row through sdpa (pld's C kernels: {why})"
         return [f"kernels: {layers}; {path}"]
 
-    def prefill(self, ids: Sequence[int]) -> None:
-        self._length = 0
+    def prefill(self, ids: Sequence[int], start: int = 0) -> None:
+        """Fills positions start.. with ids[start:]; those before `start` are taken as written
+        (restore(), ../prefix/: the C decoder's only, where a prefill split there is exact)."""
+        if start and self.decoder is None:
+            raise ValueError("a prefill from a kept prefix runs on the C decoder only")
+        self._length = start
         # The C decoder takes a long prompt in slices, its partial sums bounded (any slicing
         # gives each row the same bits); the loop never reads prefill logits: none are made.
         sliced = self.decoder is not None
         step = PREFILL_SLICE if sliced else max(len(ids), 1)
-        for start in range(0, len(ids), step):
-            self.run(ids[start : start + step], keep=0 if sliced else 1)
-            self._length = min(start + step, len(ids))
+        for first in range(start, len(ids), step):
+            self.run(ids[first : first + step], keep=0 if sliced else 1)
+            self._length = min(first + step, len(ids))
         if ids and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # so the caller's timer sees the whole prefill
+
+    def snapshot(self, length: int, region: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Copies of the keys and values of a region's first `length` positions."""
+        base = region * self.span
+        span = slice(base, base + length)
+        return self.keys[:, :, span].clone(), self.values[:, :, span].clone()
+
+    def restore(
+        self, keys: torch.Tensor, values: torch.Tensor, count: int, region: int = 0
+    ) -> None:
+        """Writes the first `count` positions of kept keys and values into a region."""
+        base = region * self.span
+        self.keys[:, :, base : base + count] = keys[:, :, :count]
+        self.values[:, :, base : base + count] = values[:, :, :count]
 
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         """Logits [len(ids), vocab] for the next token after each of ids."""
