@@ -3,9 +3,9 @@
 
 Row i of a pass over q positions ending at slot `end` sees slots [0, end - q + 1 + i): what a pass
 over that row alone sees; with a window (Gemma 3's sliding layers), the last `window` of them.
-Either path gives each row what a one-position pass gives it; the C
-kernel does all rows (and chunks of slots) in one call, where sdpa costs a call per row per layer,
-several times the kernel's time on a verify pass (docs/design-measurements.md).
+Either path gives each row what a one-position pass gives it; the C kernel does all rows (and
+chunks of slots) in one call, where sdpa costs a call per row per layer, several times the
+kernel's time on a verify pass (docs/design-measurements.md).
 """
 
 from __future__ import annotations
