@@ -39,26 +39,36 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
         for matrix in (getattr(layer, name) for name in MATRICES)
     )
     fitting = grouped and kernel_fits(weights.head_dim, dtype)
-    return fitting and library.kernel(KERNEL) is not None
+    known = activation_code(weights.act) is not None
+    return fitting and known and library.kernel(KERNEL) is not None
+
+
+def activation_code(act: torch.nn.Module) -> int | None:
+    """decoder.h's code for the MLP's activation (its module's class), None for one it lacks."""
+    return ACTIVATIONS.get(type(act).__name__)
+
+
+ACTIVATIONS = {"SiLU": 0, "SiLUActivation": 0, "GELUTanh": 1, "PytorchGELUTanh": 1}  # decoder.h
 
 
 class CDecoder:
     """Runs all decoder layers of a pass, and the final norm, over the runtime's cache
-    keys/values [layers, kv_heads, slots, head_dim] and rotary tables cos/sin [positions, 1,
-    head_dim]."""
+    keys/values [layers, kv_heads, slots, head_dim] and rotary tables: (cos, sin) [positions, 1,
+    head_dim] each, a layer taking the one its `rope` names."""
 
     def __init__(
         self,
         weights: NativeWeights,
         keys: torch.Tensor,
         values: torch.Tensor,
-        cos: torch.Tensor,
-        sin: torch.Tensor,
+        ropes: Sequence[tuple[torch.Tensor, torch.Tensor]],
     ) -> None:
         if not all(t.dtype == torch.float32 and t.is_contiguous() for t in (keys, values)):
             raise ValueError("the C decoder writes the cache in place: float32, contiguous")
         self.kept: list[torch.Tensor | Matrix] = []  # all the table points into, kept alive
+        self.ropes = [(self.pointer(cos), self.pointer(sin)) for cos, sin in ropes]
         blocks = [self.block(layer) for layer in weights.layers]
+        cos, sin = self.ropes[0]
         self.blocks = (Block * len(blocks))(*blocks)
         self.table = Decoder(
             layers=len(blocks),
@@ -67,14 +77,15 @@ class CDecoder:
             kv_heads=weights.kv_heads,
             head_dim=weights.head_dim,
             slots=keys.shape[2],
+            act=activation_code(weights.act),
             eps=weights.eps,
             scaling=weights.scaling,
             blocks=self.blocks,
             norm=self.pointer(weights.norm),
             keys=self.pointer(keys),
             values=self.pointer(values),
-            cos=self.pointer(cos),
-            sin=self.pointer(sin),
+            cos=cos,
+            sin=sin,
         )
 
     def __call__(self, x: torch.Tensor, segments: Sequence[Segment]) -> torch.Tensor:
@@ -92,10 +103,12 @@ class CDecoder:
 
     def block(self, layer: Layer) -> Block:
         norms = ("attention_norm", "q_norm", "k_norm", "mlp_norm")
+        norms += ("post_attention_norm", "post_mlp_norm")
         fields = {name: self.pointer(getattr(layer, name)) for name in norms}
         for name in MATRICES:
             fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
-        return Block(**fields)
+        fields["cos"], fields["sin"] = self.ropes[layer.rope]
+        return Block(**fields, window=layer.window or 0)
 
     def matrix(self, matrix: GroupedMatrix | GroupedParts, bias: torch.Tensor | None) -> Matrix:
         if not all(array.is_contiguous() for array in matrix.arrays()):
