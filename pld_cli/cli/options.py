@@ -104,6 +104,10 @@ ALLOW_REPETITION_HELP = (
     "Let a summary go on when it repeats itself (by default it stops at a "
     f"{DecodeConfig.loop_span}-token span's second repeat)."
 )
+SEED_HELP = (
+    "Random seed: the same seed and settings give the same text, with or without drafting "
+    "(default: a fresh one, shown by --json and --stats)."
+)
 VERBOSE_HELP = (
     "More detail on stderr (which runtime runs and why, each pass's draft length and why; library "
     "warnings)."
@@ -221,7 +225,7 @@ class Settings(ModelChoice):
     ] = SamplingConfig.top_k
     seed: Annotated[
         int | None,
-        option(panel=SAMPLING, help="Random seed (the same seed and settings give the same text)."),
+        option(panel=SAMPLING, help=SEED_HELP),
     ] = SamplingConfig.seed
     quiet: Annotated[
         bool, option("-q", "--quiet", panel=DISPLAY, help="Nothing on stderr but errors.")
@@ -238,6 +242,13 @@ class Settings(ModelChoice):
             raise PldError("--top-p must be above 0", code=ExitStatus.USAGE)
         if self.repetition_penalty is not None and self.repetition_penalty <= 0:
             raise PldError("--repetition-penalty must be above 0", code=ExitStatus.USAGE)
+
+    def seeded(self, seed: int) -> Settings:
+        """These settings with `seed` where sampling was asked for without --seed: one seed for
+        the whole run (its --compare twin too), shown by --json and --stats."""
+        if self.temperature > 0 and self.seed is None:
+            return dataclasses.replace(self, seed=seed)
+        return self
 
     def decode_config(
         self, use_pld: bool = True, model_penalty: float | None = None

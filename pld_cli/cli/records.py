@@ -1,7 +1,9 @@
-"""`--json`: one record per file, its stats, and one per call of a long document."""
+"""`--json`: one record per file, its stats (and the seed, when sampled), and one per call of a
+long document."""
 
 from __future__ import annotations
 
+from pld_cli.core.config import SamplingConfig
 from pld_cli.tasks.engine import Engine
 from pld_cli.tasks.longdoc import Part
 from pld_cli.tasks.result import Result
@@ -13,6 +15,7 @@ def as_json(
     plain: Result | None,
     parts: list[Part],
     file: str,
+    sampling: SamplingConfig | None = None,
 ) -> dict:
     out = {
         "file": file,
@@ -22,6 +25,8 @@ def as_json(
         "stats": result.stats.as_dict(),
         "stop": result.stats.stop,
     }
+    if sampling is not None and sampling.temperature > 0:
+        out["seed"] = sampling.seed  # --seed with it repeats the text
     if plain is not None:
         out["compare"] = {
             "plain": plain.stats.as_dict(),

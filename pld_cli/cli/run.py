@@ -31,6 +31,7 @@ from pld_cli.cli.render import Ui
 from pld_cli.cli.tally import Tally, close
 from pld_cli.core.config import DecodeConfig
 from pld_cli.core.decode import Stop
+from pld_cli.core.sampling import fresh_seed
 from pld_cli.core.stats import Stats
 from pld_cli.engines import open_engine
 from pld_cli.errors import ExitStatus, PldError
@@ -51,6 +52,7 @@ def execute(
 ) -> ExitStatus:
     """Decode and deliver each file read by preflight.prepare; the exit status of the run."""
     ui = Ui(quiet=settings.quiet, live=display.live, verbose=settings.verbose)
+    settings = settings.seeded(fresh_seed())  # sampling without --seed: one seed, shown
     tally = Tally()
     documents = [item for item in entries if isinstance(item, Document)]
     ui.quiet_libraries()
@@ -224,6 +226,8 @@ class Worker:
         if self.display.stats:
             label = "plain" if not self.config.use_pld else self.engine_label
             self.ui.stats_table({label: result.stats} | ({"plain": plain.stats} if plain else {}))
+            if self.config.sampling.temperature > 0:
+                self.ui.note(f"sampled with --seed {self.config.sampling.seed}")
 
     def deliver(
         self,
@@ -255,7 +259,7 @@ class Worker:
             atomic_write(destination, result.text)
             self.ui.note(f"wrote {destination}")
         if self.display.json:
-            record = as_json(result, self.engine, plain, parts, doc.label)
+            record = as_json(result, self.engine, plain, parts, doc.label, self.config.sampling)
             record |= {"diff": patch} if request.diff else {}
             record |= {"check": check.as_dict()} if check else {}
             print(json.dumps(record, ensure_ascii=False))

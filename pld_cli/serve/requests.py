@@ -3,7 +3,8 @@
 Both endpoints share one `Request`: /v1/chat/completions brings messages, /v1/completions a prompt
 (text, or token ids as vLLM takes them and `pld --server` sends them). Greedy is the default (a
 request without `temperature` decodes greedily, unlike OpenAI's 1): greedy is pld's exact path.
-Sampling fields are honoured through pld's own speculative sampling (core/sampling.py). A field
+Sampling fields are honoured through pld's own speculative sampling (core/sampling.py): a `seed`
+gives the tokens of plain sampling with that seed (a fresh seed without one). A field
 that would change the answer in a way pld does not do (n > 1, logprobs, tools, penalties, stop
 sequences...) is refused, never ignored; a field pld knows nothing of is ignored, as vLLM does.
 """

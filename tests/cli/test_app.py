@@ -157,6 +157,30 @@ def test_sampling_is_reproducible_with_a_seed(pld, tiny):
     assert len({text(*sampled, "3"), text(*sampled, "4"), text("--temperature", "0")}) == 3
 
 
+def test_a_sampled_run_without_a_seed_shows_the_one_that_repeats_it(pld, copying_model_dir):
+    args = ["edit", "-", "-m", copying_model_dir, "--max-new-tokens", "24", "--json"]
+    args += ["-i", "Rename area.", "--temperature", "0.9", "--draft", "fixed"]
+
+    def run(*options: str) -> dict:
+        return json.loads(pld(*args, *options, stdin=COPY_SOURCE.encode())[1])
+
+    first = run("--compare")  # its --no-pld twin takes the same seed
+    assert isinstance(first["seed"], int) and first["compare"]["identical"] is True
+    assert first["stats"]["drafted_tokens"] > 0
+    again = run("--seed", str(first["seed"]))
+    plain = run("--seed", str(first["seed"]), "--no-pld")
+    assert again["text"] == plain["text"] == first["text"]
+    assert again["seed"] == plain["seed"] == first["seed"]
+    assert "seed" not in run("--temperature", "0")  # greedy: no seed to show
+
+
+def test_stats_show_the_seed_of_a_sampled_run(pld, tiny):
+    code, _, err = pld("summarize", *tiny, "--temperature", "1", "--stats", stdin=DOC.encode())
+    assert code in (ExitStatus.OK, CUT)
+    seeds = [line for line in err.splitlines() if "sampled with --seed" in line]
+    assert len(seeds) == 1 and int(seeds[0].rsplit(" ", 1)[1]) >= 0
+
+
 @pytest.mark.parametrize(
     "args",
     [["--top-p", "0"], ["--draft", "sometimes"], ["--temperature", "-1"], ["--runtime", "fast"]],

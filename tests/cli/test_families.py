@@ -26,7 +26,7 @@ REFUSED = {"mamba"}
 VARIANTS = {
     "auto": ["--draft", "fixed", "--compare"],
     "dynamic-verbose": ["--runtime", "dynamic", "--draft", "fixed", "--verbose", "--compare"],
-    "sampled": ["--runtime", "dynamic", "--draft", "fixed", "--temperature", "0.8", "--seed", "1"],
+    "sampled": ["--runtime", "dynamic", "--draft", "fixed", "--temperature", "0.8", "--compare"],
 }
 
 
@@ -80,9 +80,9 @@ def test_family_through_the_cli(pld, family_dir, family, variant):
         result = json.loads(out)
         stats = result["stats"]
         assert stats["drafted_tokens"] > stats["accepted_tokens"]  # some drafts rejected
-        if variant != "sampled":  # sampling with and without drafts draws differently
+        if variant != "sampled":  # a sampled run may keep none
             assert stats["accepted_tokens"] > 0  # and some kept: identity means something
-            assert result["compare"]["identical"] is True
+        assert result["compare"]["identical"] is True  # sampled: the same seed, the same tokens
         return
     assert code == 1
     errors = [line for line in err.splitlines() if "error" in line]

@@ -1,7 +1,10 @@
 """Sampling with speculative acceptance keeps the model's distribution (and stays reproducible)."""
 
+import dataclasses
 import math
+import random
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -9,7 +12,7 @@ from conftest import tiny_llama
 
 from pld_cli.core.config import DecodeConfig, SamplingConfig
 from pld_cli.core.decode import Pass, generate
-from pld_cli.core.sampling import Sampler, probabilities, verify_sampled
+from pld_cli.core.sampling import Sampler, inverse_cdf, probabilities, uniform, verify_sampled
 from pld_cli.runtime.hf.dynamic import DynamicRuntime
 
 VOCAB = 8
@@ -173,3 +176,117 @@ def test_certain_draft_tokens_are_all_accepted_plus_a_bonus():
     runtime = FixedLogits([0.0, 9.0, 0.0])
     sampler = Sampler(SamplingConfig(temperature=1.0, top_p=0.5, seed=0))
     assert verify_sampled(runtime, 0, [1, 1, 1], sampler) == (3, [1, 1, 1, 1])
+
+
+def test_each_position_has_splitmix64s_number_of_the_seed():
+    # splitmix64 from state 0 (the mixed seed 0) outputs 0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4.
+    assert uniform(0, 0) == (0xE220A8397B1DCDAF >> 11) * 2.0**-53
+    assert uniform(0, 1) == (0x6E789E6AA1B965F4 >> 11) * 2.0**-53
+    numbers = [uniform(seed, position) for seed in range(20) for position in range(50)]
+    assert all(0 <= u < 1 for u in numbers) and len(set(numbers)) == len(numbers)
+    assert abs(sum(numbers) / len(numbers) - 0.5) < 0.03  # 1000 numbers: sd 0.009
+
+
+def test_inverse_cdf_takes_the_first_token_whose_mass_passes_u():
+    probs = torch.tensor([0.25, 0.0, 0.5, 0.25])
+    draws = {u: inverse_cdf(probs, u) for u in (0.0, 0.2499, 0.25, 0.7499, 0.75, 1 - 2**-53)}
+    assert draws == {0.0: 0, 0.2499: 0, 0.25: 2, 0.7499: 2, 0.75: 3, 1 - 2**-53: 3}
+    assert inverse_cdf(torch.tensor([0.0, 1.0, 0.0]), 1 - 2**-53) == 1  # never a token of mass 0
+
+
+class Bigrams:
+    """A runtime whose logits at a position depend on the token there only: token t is followed
+    by t + 1 (mod vocab) with probability about 0.85 at temperature 1, so a draft copied from a
+    cycle is often kept and often not. Logits are the same bits in a pass of any size."""
+
+    context_limit, refusal, paths = 1000, None, ()
+    name = "bigrams"
+
+    def __init__(self, vocab: int = 16, seed: int = 0) -> None:
+        generator = torch.Generator().manual_seed(seed)
+        self.table = torch.randn(vocab, vocab, generator=generator)  # [vocab, vocab]
+        self.table[torch.arange(vocab), (torch.arange(vocab) + 1) % vocab] += 5.0  # about 0.85
+        self.length = 0
+
+    def prefill(self, ids) -> None:
+        self.length = len(ids)
+
+    def forward(self, ids):
+        self.length += len(ids)
+        return self.table[torch.tensor(list(ids))]  # [q, vocab]
+
+    def rollback(self, length: int) -> None:
+        self.length = min(self.length, length)
+
+    def choose(self, choice) -> None:
+        pass
+
+    def notes(self) -> list[str]:
+        return []
+
+
+class NoisyCosts(Sequence):
+    """Pass costs that change on every read, as measured ones on a busy machine: adaptive
+    drafting then verifies drafts of lengths that vary from run to run."""
+
+    def __init__(self, seed: int, size: int = 26) -> None:
+        self.random, self.size = random.Random(seed), size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, q):
+        return 1.0 + q * self.random.uniform(0.0, 0.3)
+
+
+BIGRAM_PROMPT = list(range(16)) * 2 + [0, 1, 2]
+SAMPLED = [
+    SamplingConfig(1.0),
+    SamplingConfig(0.8, top_p=0.9),
+    SamplingConfig(1.3, top_k=5),
+]
+
+
+def bigram_tokens(config: DecodeConfig, costs=None) -> tuple[list[int], int, int]:
+    tokens, drafted, accepted = [], 0, 0
+    for event in generate(Bigrams(), BIGRAM_PROMPT, {15}, config, costs):
+        if isinstance(event, Pass):
+            tokens.extend(event.emitted)
+            drafted, accepted = drafted + len(event.drafted), accepted + event.accepted
+    return tokens, drafted, accepted
+
+
+@pytest.mark.parametrize("settings", SAMPLED, ids=["t1", "top-p", "top-k"])
+@pytest.mark.parametrize("penalty", [1.0, 1.3], ids=["", "penalty"])
+def test_pld_samples_plain_samplings_tokens_whatever_the_drafts(settings, penalty):
+    drafted = accepted = 0
+    for seed in range(12):
+        sampling = dataclasses.replace(settings, seed=seed)
+        base = DecodeConfig(max_new_tokens=60, sampling=sampling, repetition_penalty=penalty)
+        plain, _, _ = bigram_tokens(dataclasses.replace(base, use_pld=False))
+        runs = [
+            bigram_tokens(dataclasses.replace(base, draft="fixed")),
+            bigram_tokens(dataclasses.replace(base, draft="fixed", num_draft=3)),
+            bigram_tokens(base),  # adaptive, every pass size taken to cost the same
+            bigram_tokens(base, NoisyCosts(seed)),  # adaptive, lengths from noisy "timings"
+        ]
+        for tokens, d, a in runs:
+            assert tokens == plain, seed
+            drafted, accepted = drafted + d, accepted + a
+        lengths = {len(tokens) for tokens, _, _ in runs}
+        assert lengths == {len(plain)}
+    print(f"accepted {accepted} of {drafted} draft tokens")
+    assert 0.1 * drafted < accepted < 0.9 * drafted  # drafts both kept and rejected, often
+
+
+def test_a_seed_draws_the_same_tokens_with_drafts_and_without_but_seeds_differ():
+    config = DecodeConfig(max_new_tokens=40, sampling=SamplingConfig(1.0, seed=5))
+    text = bigram_tokens(config)[0]
+    assert text == bigram_tokens(config)[0]
+    others = {tuple(bigram_tokens(dataclasses.replace(config, sampling=s))[0]) for s in SAMPLED}
+    assert len(others | {tuple(text)}) > 1
+
+
+def test_without_a_seed_each_run_draws_its_own():
+    config = DecodeConfig(max_new_tokens=40, sampling=SamplingConfig(1.0))
+    assert len({tuple(bigram_tokens(config)[0]) for _ in range(4)}) > 1

@@ -101,6 +101,21 @@ def test_a_prediction_changes_the_speed_not_the_answer(pld_server):
     assert streamed_text(streamed) == content
 
 
+def test_a_seeded_sample_is_the_same_with_a_prediction_and_without(pld_server):
+    """Sampled with a seed, the drafts a prediction adds change nothing (core/sampling.py)."""
+    source = (SAMPLES / "demo/app.yaml").read_text()
+    task = Task("edit", source, "Change the port to 9000.", "app.yaml")
+    fence = {"role": "assistant", "content": answer_start(task)}
+    body = {"model": MODEL, "messages": [*messages(task), fence], "max_tokens": 120}
+    body |= {"continue_final_message": True, "temperature": 0.7, "seed": 5}
+    _, plain = post(pld_server.url, CHAT, body)
+    prediction = {"type": "content", "content": source}
+    _, predicted = post(pld_server.url, CHAT, body | {"prediction": prediction})
+    assert predicted["choices"][0]["message"] == plain["choices"][0]["message"]
+    details = predicted["usage"]["completion_tokens_details"]
+    assert details["accepted_prediction_tokens"] > 0 and details["rejected_prediction_tokens"] > 0
+
+
 def test_no_pld_serves_the_same_answer_without_drafting(pld_server):
     """pld serve --no-pld, the baseline: plain decoding, the prediction unused, the same answer."""
     source = (SAMPLES / "demo/app.yaml").read_text()
