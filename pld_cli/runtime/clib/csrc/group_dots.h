@@ -27,6 +27,7 @@
 
 #define MAX_GROUP 32 /* inputs per scale: 32 or 16 */
 #define BLOCK 16     /* outputs per block of the layout */
+#define ROWS 4      /* rows per tile: each variant keeps their sums in registers */
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -83,7 +84,6 @@ ALWAYS_INLINE int32_t four_steps(const int8_t* steps, int first) {
 
 #include <immintrin.h>
 
-#define ROWS 4 /* rows per tile */
 #define VARIANT "avx512-vnni"
 
 /* Four inputs (from `first`) of 16 outputs as bytes `wv`, into every row's sums. */
@@ -121,7 +121,6 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
 
 #include <immintrin.h>
 
-#define ROWS 4 /* rows per tile: 2 accumulators a row of the 16 ymm registers */
 #define VARIANT "avx-vnni"
 
 /* Four inputs (from `first`) of 16 outputs as bytes, in halves (outputs 0..7 in w[0], 8..15 in
@@ -176,7 +175,6 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
 
 #include <immintrin.h>
 
-#define ROWS 4 /* rows per tile: a nibble group's 16-bit sums take 2 registers a row */
 #define VARIANT "avx2"
 
 /* Nibbles: each line's eight inputs of 16 outputs (low nibbles inputs 0..3, high 4..7; outputs
@@ -256,7 +254,6 @@ ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,
 
 #else
 
-#define ROWS 4
 #define VARIANT "portable"
 
 ALWAYS_INLINE void group_dots(const uint8_t* w, int width, int group, int bits,

@@ -104,16 +104,12 @@ typedef void (*Tile)(TILE_ARGS);
   static __attribute__((noinline)) void tile_##rows##_##group##_##bits##_##f(TILE_ARGS) { \
     tile(TILE_PASS, rows, group, bits, f);                                                \
   }
-#if ROWS == 4
 #define TILES(group, bits, f) \
   TILE(1, group, bits, f) TILE(2, group, bits, f) TILE(3, group, bits, f) TILE(4, group, bits, f)
 #define ROWS_OF(group, bits, f)                                                               \
   {tile_1_##group##_##bits##_##f, tile_2_##group##_##bits##_##f, tile_3_##group##_##bits##_##f, \
    tile_4_##group##_##bits##_##f}
-#else
-#define TILES(group, bits, f) TILE(1, group, bits, f) TILE(2, group, bits, f)
-#define ROWS_OF(group, bits, f) {tile_1_##group##_##bits##_##f, tile_2_##group##_##bits##_##f}
-#endif
+_Static_assert(ROWS == 4, "ROWS_OF lists a tile per row count up to ROWS");
 #define LAYOUTS(f) TILES(32, 8, f) TILES(32, 4, f) TILES(16, 8, f) TILES(16, 4, f)
 #define LAYOUT_ROWS(f) ROWS_OF(32, 8, f), ROWS_OF(32, 4, f), ROWS_OF(16, 8, f), ROWS_OF(16, 4, f)
 LAYOUTS(0)

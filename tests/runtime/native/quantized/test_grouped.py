@@ -98,6 +98,21 @@ def test_a_row_gets_the_same_bits_alone_or_in_a_batch(inputs):
     assert matrix.computes_rowwise()
 
 
+@needs_kernel
+@pytest.mark.parametrize("group,bits", LAYOUTS)
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_largest_weights_by_the_largest_steps_sum_exactly(group, bits, sign):
+    """Every u at its top (15 or 255) by every step at +-127: the integer sums' worst case (a
+    nibble group's 16-bit pair sums reach 30480 on AVX2), in float32 exactly."""
+    out, inputs = 20, 4 * group
+    values = torch.full((out, inputs), 2**bits - 1, dtype=torch.uint8)
+    ones = torch.ones(out, inputs // group)
+    matrix = GroupedMatrix(values, ones, 0 * ones, bits)
+    x = torch.full((5, inputs), sign)
+    want = torch.full((5, out), sign * (2**bits - 1) * inputs)
+    assert torch.equal(matrix.product(x), want)
+
+
 def counting_products(monkeypatch, matrix) -> list[int]:
     """The rows of each product the matrix runs from now on, in order."""
     calls, product = [], matrix.product
