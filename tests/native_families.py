@@ -4,8 +4,6 @@ checkpoints' rope, tying, biases and norms."""
 import torch
 from families import COMMON
 from transformers import (
-    Gemma3ForCausalLM,
-    Gemma3TextConfig,
     LlamaConfig,
     LlamaForCausalLM,
     MistralConfig,
@@ -60,24 +58,7 @@ FAMILIES = {
     "mistral-window": lambda: MistralForCausalLM(MistralConfig(**SHAPE, sliding_window=4096)),
     "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(**SHAPE, tie_word_embeddings=True)),
     "qwen3": lambda: Qwen3ForCausalLM(Qwen3Config(**SHAPE, head_dim=16, tie_word_embeddings=False)),
-    # a sliding layer (a window of 16) then a global one, each its own rope; (1 + w) norms
-    "gemma3": lambda: gemma3(),
 }
-
-
-def gemma3() -> Gemma3ForCausalLM:
-    config = Gemma3TextConfig(
-        **SHAPE,
-        head_dim=16,
-        query_pre_attn_scalar=16,
-        sliding_window=16,
-        layer_types=["sliding_attention", "full_attention"],
-    )
-    model = Gemma3ForCausalLM(config)
-    for name, parameter in model.named_parameters():  # Gemma's norms start at zero: vary them
-        if "norm" in name:
-            torch.nn.init.normal_(parameter, std=0.3)
-    return model
 
 
 def assert_close(native: torch.Tensor, reference: torch.Tensor) -> None:

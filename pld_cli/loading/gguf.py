@@ -73,48 +73,11 @@ def gguf_metadata(path: Path) -> Path:
     """A folder with a GGUF model's config and tokenizer (no weights), in the user cache."""
 
     def write(staging: Path) -> None:
-        gguf_config(path).save_pretrained(staging)
+        config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
+        config.save_pretrained(staging)
         tokenizer(path).save_pretrained(staging)
 
     return cached_folder(path, "metadata", write)
-
-
-def gguf_config(path: Path):
-    """transformers' config of a GGUF model, with what its GGUF reader leaves out of a Gemma 3
-    file's set as llama.cpp reads it (gemma3_config)."""
-    config = AutoConfig.from_pretrained(path.parent, gguf_file=path.name)
-    if getattr(config, "model_type", "") == "gemma3_text":
-        file = GGUFFile.opened(path)
-        gemma3_config(config, file.metadata)
-        config.tie_word_embeddings = "output.weight" not in file.tensors
-    return config
-
-
-def gemma3_config(config, metadata: dict) -> None:
-    """A Gemma 3 config completed from the GGUF's metadata as llama.cpp's gemma3 reads it
-    (src/models/gemma3.cpp): the attention's scale 1 / sqrt(head_dim), or sqrt(hidden / heads)
-    for the 62-layer 27B; the sliding window on every layer but each 6th (or the file's pattern),
-    on none without a window; the sliding layers' rope base (10000 unless the file says), the
-    global layers' linear rope scaling, and a final logit softcap (which pld refuses)."""
-    key = "gemma3.{}".format
-    layers = config.num_hidden_layers
-    wide = config.hidden_size // config.num_attention_heads
-    config.query_pre_attn_scalar = wide if layers == 62 else config.head_dim
-    pattern = metadata.get(key("attention.sliding_window_pattern"), 6)
-    if not metadata.get(key("attention.sliding_window")):
-        sliding = [False] * layers
-    elif isinstance(pattern, list | tuple):
-        sliding = [bool(flag) for flag in pattern]
-    else:  # llama.cpp's set_swa_pattern: layer i global where (i + 1) % n == 0
-        sliding = [(i + 1) % int(pattern) != 0 if pattern else False for i in range(layers)]
-    config.layer_types = ["sliding_attention" if s else "full_attention" for s in sliding]
-    local = config.rope_parameters["sliding_attention"]
-    local["rope_theta"] = float(metadata.get(key("rope.freq_base_swa"), local["rope_theta"]))
-    if metadata.get(key("rope.scaling.type")) == "linear":
-        factor = float(metadata[key("rope.scaling.factor")])
-        config.rope_parameters["full_attention"].update(rope_type="linear", factor=factor)
-    softcap = metadata.get(key("final_logit_softcapping"))
-    config.final_logit_softcapping = float(softcap) if softcap else None
 
 
 def tokenizer(path: Path):

@@ -25,8 +25,6 @@ from pld_cli.runtime.native.model import (
     LayerMatrix,
     NativeWeights,
     check_covered,
-    layer_ropes,
-    layer_windows,
     shape,
 )
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
@@ -40,10 +38,7 @@ from pld_cli.runtime.native.quantized.scheme import Scheme
 from pld_cli.runtime.native.quantized.state import emptied
 
 PERMUTED = ("llama",)  # llama.cpp's converter interleaves q/k rows for these architectures
-# The GGUF architectures pld's own forward covers (a Gemma 3 GGUF's norms hold 1 + the weight:
-# llama.cpp's converter adds it, so they are plain RMSNorm weights here)
-ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")
-VISION = ("v.", "mm.")  # the prefixes of a vision tower's tensors (and its projector's)
+ARCHITECTURES = ("llama", "qwen2", "qwen3")  # the GGUF architectures pld's own forward covers
 Heads = list[int | None] | None  # per tensor of a fused matrix: its heads where rows are unpermuted
 
 
@@ -114,8 +109,6 @@ def gguf_weights(model: PreTrainedModel, path: Path) -> NativeWeights:
     config = model.config
     permute = file.architecture in PERMUTED
     layers = [gguf_layer(file, i, config, permute) for i in range(config.num_hidden_layers)]
-    for layer, window, rope in zip(layers, layer_windows(config), layer_ropes(config), strict=True):
-        layer.window, layer.rope = window, rope
     names = ["token_embd.weight", *(["output.weight"] if "output.weight" in file else [])]
     embed, *head = file.matrices([([name], None) for name in names])
     head = head[0] if head else embed
@@ -153,8 +146,6 @@ def gguf_layer(file: GGUFTensors, i: int, config, permute: bool) -> Layer:
         gate_up_bias=None,
         down=down,
         down_bias=file.vector(f"{prefix}ffn_down.bias"),
-        post_attention_norm=file.vector(f"{prefix}post_attention_norm.weight"),  # Gemma 3
-        post_mlp_norm=file.vector(f"{prefix}post_ffw_norm.weight"),
     )
 
 
@@ -206,14 +197,6 @@ def blocks_refusal(path: Path) -> str | None:
     without an exact layout), read from its header; None where they can."""
     file = GGUFFile.opened(path)
     architecture = file.metadata.get("general.architecture", "unnamed")
-    if architecture == "clip":
-        return "it is a vision projector (mmproj): pld runs a text model's GGUF, without images"
-    vision = sorted({name.split(".")[0] + "." for name in file.tensors if name.startswith(VISION)})
-    if vision:
-        kinds = ", ".join(f"{prefix}*" for prefix in vision)
-        return f"its vision tower ({kinds} tensors) is beyond pld's forward, which is text only"
-    if "blk.0.attn_qkv.weight" in file.tensors:
-        return "its q/k/v are one fused tensor (attn_qkv), which pld does not map"
     if architecture not in ARCHITECTURES:
         covered = ", ".join(ARCHITECTURES)
         return f"pld's own forward does not cover {architecture} GGUFs (it covers {covered})"

@@ -29,7 +29,7 @@ from pld_cli.runtime.clib.tables import FLOAT, INT, PTR, layout_mismatch
 # Each kernel and its arguments; then the OpenMP runtime's own functions that pld calls through
 # the library (threads.py), which links it.
 SIGNATURES = {
-    "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
+    "attend_rows": ([PTR, PTR, PTR, INT, INT, INT, INT, INT, INT, FLOAT, PTR], ctypes.c_int),
     "grouped_mm": ([PTR, INT, PTR, PTR], ctypes.c_int),
     "decode_rows": ([PTR, PTR, PTR, INT], ctypes.c_int),
     "gguf_unpack": ([PTR, INT], ctypes.c_int),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 
-ABI_VERSION = 8  # PLD_ABI_VERSION in csrc/decoder.h
+ABI_VERSION = 7  # PLD_ABI_VERSION in csrc/decoder.h
 PTR, INT, FLOAT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
 MATRICES = ("qkv", "out", "gate_up", "down")  # a layer's matrices, in decoder.h's Block order
 
@@ -34,15 +34,12 @@ Matrix._fields_ = [
 class Block(ctypes.Structure):
     _fields_ = [(name, PTR) for name in ("attention_norm", "q_norm", "k_norm", "mlp_norm")]
     _fields_ += [(name, Matrix) for name in MATRICES]
-    _fields_ += [(name, PTR) for name in ("post_attention_norm", "post_mlp_norm", "cos", "sin")]
-    _fields_ += [("window", INT)]
 
 
 class Decoder(ctypes.Structure):
     _fields_ = [(name, INT) for name in ("layers", "hidden", "heads", "kv_heads", "head_dim")]
     _fields_ += [
         ("slots", INT),
-        ("act", INT),
         ("eps", FLOAT),
         ("scaling", FLOAT),
         ("blocks", ctypes.POINTER(Block)),

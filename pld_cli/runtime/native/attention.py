@@ -2,10 +2,9 @@
 (runtime/clib/csrc/row_attention.c) where it is built, else one sdpa call per row.
 
 Row i of a pass over q positions ending at slot `end` sees slots [0, end - q + 1 + i): what a pass
-over that row alone sees; with a window (Gemma 3's sliding layers), the last `window` of them.
-Either path gives each row what a one-position pass gives it; the C kernel does all rows (and
-chunks of slots) in one call, where sdpa costs a call per row per layer, several times the
-kernel's time on a verify pass (docs/design-measurements.md).
+over that row alone sees. Either path gives each row what a one-position pass gives it; the C
+kernel does all rows (and chunks of slots) in one call, where sdpa costs a call per row per layer,
+several times the kernel's time on a verify pass (docs/design-measurements.md).
 """
 
 from __future__ import annotations
@@ -30,17 +29,14 @@ def attend_rows(
     end: int,
     scale: float,
     use_kernel: bool,
-    window: int | None = None,
 ) -> torch.Tensor:
     """query [heads, q, d] over one layer's cache keys/values [kv_heads, slots, d] (contiguous),
-    row i over slots [0, end - q + 1 + i) (the last `window` of them) -> [heads, q, d]."""
+    row i over slots [0, end - q + 1 + i) -> [heads, q, d]."""
     heads, q, d = query.shape
     first = end - q + 1
     kernel = library.kernel("attend_rows") if use_kernel else None
     if kernel is None:
-        rows = [
-            row_sdpa(query[:, i : i + 1], keys, values, first + i, scale, window) for i in range(q)
-        ]
+        rows = [row_sdpa(query[:, i : i + 1], keys, values, first + i, scale) for i in range(q)]
         return torch.cat(rows, 1)
     query = query.contiguous()
     out = torch.empty_like(query)
@@ -55,7 +51,6 @@ def attend_rows(
         d,
         slots,
         first,
-        window or 0,
         scale,
         out.data_ptr(),
     )
@@ -65,14 +60,7 @@ def attend_rows(
 
 
 def row_sdpa(
-    row: torch.Tensor,
-    keys: torch.Tensor,
-    values: torch.Tensor,
-    seen: int,
-    scale: float,
-    window: int | None = None,
+    row: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, seen: int, scale: float
 ) -> torch.Tensor:
-    """One row [heads, 1, d] over the first `seen` slots (the last `window` of them), the call a
-    one-position pass makes."""
-    low = 0 if window is None else max(0, seen - window)
-    return folded_sdpa(row, keys[None, :, low:seen], values[None, :, low:seen], None, scale)
+    """One row [heads, 1, d] over the first `seen` slots, the call a one-position pass makes."""
+    return folded_sdpa(row, keys[None, :, :seen], values[None, :, :seen], None, scale)

@@ -39,36 +39,26 @@ def fits(weights: NativeWeights, dtype: torch.dtype) -> bool:
         for matrix in (getattr(layer, name) for name in MATRICES)
     )
     fitting = grouped and kernel_fits(weights.head_dim, dtype)
-    known = activation_code(weights.act) is not None
-    return fitting and known and library.kernel(KERNEL) is not None
-
-
-def activation_code(act: torch.nn.Module) -> int | None:
-    """decoder.h's code for the MLP's activation (its module's class), None for one it lacks."""
-    return ACTIVATIONS.get(type(act).__name__)
-
-
-ACTIVATIONS = {"SiLU": 0, "SiLUActivation": 0, "GELUTanh": 1, "PytorchGELUTanh": 1}  # decoder.h
+    return fitting and library.kernel(KERNEL) is not None
 
 
 class CDecoder:
     """Runs all decoder layers of a pass, and the final norm, over the runtime's cache
-    keys/values [layers, kv_heads, slots, head_dim] and rotary tables: (cos, sin) [positions, 1,
-    head_dim] each, a layer taking the one its `rope` names."""
+    keys/values [layers, kv_heads, slots, head_dim] and rotary tables cos/sin [positions, 1,
+    head_dim]."""
 
     def __init__(
         self,
         weights: NativeWeights,
         keys: torch.Tensor,
         values: torch.Tensor,
-        ropes: Sequence[tuple[torch.Tensor, torch.Tensor]],
+        cos: torch.Tensor,
+        sin: torch.Tensor,
     ) -> None:
         if not all(t.dtype == torch.float32 and t.is_contiguous() for t in (keys, values)):
             raise ValueError("the C decoder writes the cache in place: float32, contiguous")
         self.kept: list[torch.Tensor | Matrix] = []  # all the table points into, kept alive
-        self.ropes = [(self.pointer(cos), self.pointer(sin)) for cos, sin in ropes]
         blocks = [self.block(layer) for layer in weights.layers]
-        cos, sin = self.ropes[0]
         self.blocks = (Block * len(blocks))(*blocks)
         self.table = Decoder(
             layers=len(blocks),
@@ -77,15 +67,14 @@ class CDecoder:
             kv_heads=weights.kv_heads,
             head_dim=weights.head_dim,
             slots=keys.shape[2],
-            act=activation_code(weights.act),
             eps=weights.eps,
             scaling=weights.scaling,
             blocks=self.blocks,
             norm=self.pointer(weights.norm),
             keys=self.pointer(keys),
             values=self.pointer(values),
-            cos=cos,
-            sin=sin,
+            cos=self.pointer(cos),
+            sin=self.pointer(sin),
         )
 
     def __call__(self, x: torch.Tensor, segments: Sequence[Segment]) -> torch.Tensor:
@@ -103,12 +92,10 @@ class CDecoder:
 
     def block(self, layer: Layer) -> Block:
         norms = ("attention_norm", "q_norm", "k_norm", "mlp_norm")
-        norms += ("post_attention_norm", "post_mlp_norm")
         fields = {name: self.pointer(getattr(layer, name)) for name in norms}
         for name in MATRICES:
             fields[name] = self.matrix(getattr(layer, name), getattr(layer, f"{name}_bias"))
-        fields["cos"], fields["sin"] = self.ropes[layer.rope]
-        return Block(**fields, window=layer.window or 0)
+        return Block(**fields)
 
     def matrix(self, matrix: GroupedMatrix | GroupedParts, bias: torch.Tensor | None) -> Matrix:
         if not all(array.is_contiguous() for array in matrix.arrays()):

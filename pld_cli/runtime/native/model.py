@@ -28,15 +28,7 @@ from pld_cli.runtime.native.quantized.scheme import QuantizedMatrix, Scheme
 
 LayerMatrix = torch.Tensor | QuantizedMatrix  # float, or quantized (quantized/)
 
-COVERED = (
-    "LlamaForCausalLM",
-    "MistralForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen3ForCausalLM",
-    "Gemma3ForCausalLM",
-)
-ACTIVATIONS = ("silu", "swish", "gelu_pytorch_tanh")  # the C decoder's: decoder.h's Activation
-SHIFTED_NORMS = ("Gemma3RMSNorm",)  # RMSNorms that scale by (1 + weight)
+COVERED = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
 # Rope types whose tables depend on the position alone; "dynamic" and "longrope" rescale with the
 # sequence length of each pass, which a table computed once cannot follow.
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")
@@ -58,11 +50,6 @@ class Layer:
     gate_up_bias: torch.Tensor | None
     down: LayerMatrix  # [hidden, intermediate]
     down_bias: torch.Tensor | None
-    # Gemma 3: RMSNorms of the attention's and the MLP's outputs before each residual sum
-    post_attention_norm: torch.Tensor | None = None
-    post_mlp_norm: torch.Tensor | None = None
-    window: int | None = None  # the slots a row sees, itself included (None: all before it)
-    rope: int = 0  # which of the model's rotary tables (rope.py's `rope_kinds`) the layer takes
 
 
 @dataclass
@@ -78,14 +65,6 @@ class NativeWeights:
     eps: float
     act: torch.nn.Module
     scheme: Scheme | None = None  # None: float weights
-    embed_scale: float = 1.0  # Gemma 3: embedding rows times sqrt(hidden), in float32
-
-    def embedded(self, ids: torch.Tensor) -> torch.Tensor:
-        """The embedding's rows for ids [n]: [n, hidden], scaled as the family scales them."""
-        rows = self.embed[ids]
-        if self.embed_scale == 1.0:
-            return rows
-        return rows * torch.tensor(self.embed_scale, dtype=rows.dtype, device=rows.device)
 
 
 # Built once per model: a second runtime (a larger cache) reuses the fused tensors.
@@ -105,47 +84,16 @@ def check_covered(model: PreTrainedModel) -> None:
     if name not in COVERED:
         raise Unsupported(f"{name} is not a covered family ({', '.join(COVERED)})")
     config = model.config
-    ropes = getattr(model.model.rotary_emb, "rope_type", "default")
-    for rope in ropes.values() if isinstance(ropes, dict) else [ropes]:  # Gemma 3: per layer type
-        if rope not in STATIC_ROPE:
-            raise Unsupported(f"rope type {rope!r} rescales per pass")
+    rope = getattr(model.model.rotary_emb, "rope_type", "default")
+    if rope not in STATIC_ROPE:
+        raise Unsupported(f"rope type {rope!r} rescales per pass")
     devices = {p.device for p in model.parameters()}
     if len(devices) != 1 or next(iter(devices)).type == "meta":
         raise Unsupported("the weights are spread over several devices or offloaded")
     if getattr(model, "hf_quantizer", None) is not None:
         raise Unsupported("quantized weights")
-    if activation(config) not in ACTIVATIONS:
-        raise Unsupported(f"activation {activation(config)!r}")
-    for name in ("final_logit_softcapping", "attn_logit_softcapping"):
-        if getattr(config, name, None) is not None:
-            raise Unsupported(f"{name} (Gemma 2's; Gemma 3 has none)")
-    if getattr(config, "use_bidirectional_attention", False):
-        raise Unsupported("bidirectional attention")
-
-
-def activation(config) -> str:
-    """The MLP's gate activation (Gemma names it hidden_activation)."""
-    return getattr(config, "hidden_activation", None) or config.hidden_act
-
-
-def layer_windows(config) -> list[int | None]:
-    """Each layer's attention window where the family gives windows layer by layer (Gemma 3:
-    sliding layers between global ones), else None for every layer: the runtime then refuses a
-    model-wide window under its context (`sliding_window`)."""
-    types = getattr(config, "layer_types", None)
-    if getattr(config, "model_type", "") != "gemma3_text" or types is None:
-        return [None] * config.num_hidden_layers
-    return [config.sliding_window if t == "sliding_attention" else None for t in types]
-
-
-def layer_ropes(config) -> list[int]:
-    """Each layer's rotary table: its index in rope.py's `rope_kinds`."""
-    from pld_cli.runtime.native.rope import rope_kinds
-
-    kinds, types = rope_kinds(config), getattr(config, "layer_types", None)
-    if kinds == [None]:
-        return [0] * config.num_hidden_layers
-    return [kinds.index(t) for t in types]
+    if config.hidden_act not in ("silu", "swish"):
+        raise Unsupported(f"activation {config.hidden_act!r}")
 
 
 def sliding_window(config) -> int | None:
@@ -158,50 +106,31 @@ def sliding_window(config) -> int | None:
 
 
 def build(model: PreTrainedModel) -> NativeWeights:
-    embed, norm = model.model.embed_tokens.weight.data, norm_weight(model.model.norm)
+    embed, norm = model.model.embed_tokens.weight.data, model.model.norm.weight.data
     layers = [block_layer(block) for block in model.model.layers]
     return NativeWeights(embed, layers, norm, model.lm_head.weight.data, **shape(model))
 
 
 def block_layer(block: torch.nn.Module) -> Layer:
-    """One decoder block's tensors, q/k/v and gate/up fused; Gemma 3's norms as plain RMSNorm
-    weights (1 + its weight) and its pre-MLP norm in the MLP norm's place."""
+    """One decoder block's tensors, q/k/v and gate/up fused."""
     attn, mlp = block.self_attn, block.mlp
     qkv, qkv_bias = fuse([attn.q_proj, attn.k_proj, attn.v_proj])
     gate_up, gate_up_bias = fuse([mlp.gate_proj, mlp.up_proj])
     q_norm, k_norm = getattr(attn, "q_norm", None), getattr(attn, "k_norm", None)
-    gemma = hasattr(block, "pre_feedforward_layernorm")
-    post_mlp = getattr(block, "post_feedforward_layernorm", None)
-    config, index = attn.config, attn.layer_idx
     return Layer(
-        attention_norm=norm_weight(block.input_layernorm),
+        attention_norm=block.input_layernorm.weight.data,
         qkv=qkv,
         qkv_bias=qkv_bias,
-        q_norm=norm_weight(q_norm),
-        k_norm=norm_weight(k_norm),
+        q_norm=None if q_norm is None else q_norm.weight.data,
+        k_norm=None if k_norm is None else k_norm.weight.data,
         out=attn.o_proj.weight.data,
         out_bias=bias(attn.o_proj),
-        mlp_norm=norm_weight(
-            block.pre_feedforward_layernorm if gemma else block.post_attention_layernorm
-        ),
+        mlp_norm=block.post_attention_layernorm.weight.data,
         gate_up=gate_up,
         gate_up_bias=gate_up_bias,
         down=mlp.down_proj.weight.data,
         down_bias=bias(mlp.down_proj),
-        post_attention_norm=norm_weight(block.post_attention_layernorm) if gemma else None,
-        post_mlp_norm=norm_weight(post_mlp),
-        window=layer_windows(config)[index],
-        rope=layer_ropes(config)[index],
     )
-
-
-def norm_weight(norm: torch.nn.Module | None) -> torch.Tensor | None:
-    """An RMSNorm's weight as a plain RMSNorm applies it: Gemma's (1 + weight), in float32."""
-    if norm is None:
-        return None
-    if type(norm).__name__ in SHIFTED_NORMS:
-        return 1.0 + norm.weight.data.float()
-    return norm.weight.data
 
 
 def shape(model: PreTrainedModel) -> dict:
@@ -213,15 +142,8 @@ def shape(model: PreTrainedModel) -> dict:
         head_dim=first.head_dim,
         scaling=first.scaling,
         eps=config.rms_norm_eps,
-        act=ACT2FN[activation(config)],
-        embed_scale=embed_scale(model),
+        act=ACT2FN[config.hidden_act],
     )
-
-
-def embed_scale(model: PreTrainedModel) -> float:
-    """The factor of the embedding's rows, as float32 (Gemma 3's sqrt(hidden)), else 1."""
-    scale = getattr(model.model.embed_tokens, "scalar_embed_scale", None)
-    return 1.0 if scale is None else float(torch.tensor(scale, dtype=torch.float32))
 
 
 def bias(linear: torch.nn.Linear) -> torch.Tensor | None:

@@ -42,34 +42,18 @@ class ScalarPowers(float):
         return fixed.to(exponents.dtype)
 
 
-def rope_kinds(config) -> list[str | None]:
-    """The model's rotary tables: [None] for one table, else the layer types with a rope of their
-    own (Gemma 3: its sliding layers' and its global layers', each its own base and scaling)."""
-    parameters = getattr(config, "rope_parameters", None)
-    types = getattr(config, "layer_types", None)
-    if not isinstance(parameters, dict) or types is None or not set(types) <= set(parameters):
-        return [None]
-    return sorted(set(types))
-
-
-def inverse_frequencies(
-    model: PreTrainedModel, kind: str | None = None
-) -> tuple[torch.Tensor, float]:
+def inverse_frequencies(model: PreTrainedModel) -> tuple[torch.Tensor, float]:
     """The model's rope type's inverse frequencies [head_dim / 2] (float32, CPU) and attention
-    scaling (of layer type `kind`'s rope, where rope_kinds has several), by its own rotary module
-    built anew over a copy of its config whose base is a `ScalarPowers` (transformers 5 reads it
-    from rope_parameters, per layer type for Gemma 3; 4.x from rope_theta)."""
+    scaling, by its own rotary module built anew over a copy of its config whose base is a
+    `ScalarPowers` (transformers 5 reads it from rope_parameters, 4.x from rope_theta)."""
     config = copy.deepcopy(model.config)
     parameters = getattr(config, "rope_parameters", None)
-    for part in [parameters, *(parameters.values() if isinstance(parameters, dict) else [])]:
-        if isinstance(part, dict) and "rope_theta" in part:
-            part["rope_theta"] = ScalarPowers(part["rope_theta"])
+    if isinstance(parameters, dict) and "rope_theta" in parameters:
+        parameters["rope_theta"] = ScalarPowers(parameters["rope_theta"])
     if getattr(config, "rope_theta", None) is not None:
         config.rope_theta = ScalarPowers(config.rope_theta)
     rotary = type(model.model.rotary_emb)(config)
-    prefix = "" if kind is None else f"{kind}_"
-    inv_freq = getattr(rotary, f"{prefix}inv_freq")
-    return inv_freq.float().cpu(), float(getattr(rotary, f"{prefix}attention_scaling"))
+    return rotary.inv_freq.float().cpu(), float(rotary.attention_scaling)
 
 
 def scalar(values: torch.Tensor, function) -> torch.Tensor:
@@ -79,12 +63,10 @@ def scalar(values: torch.Tensor, function) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def rope_tables(
-    model: PreTrainedModel, capacity: int, kind: str | None = None
-) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_tables(model: PreTrainedModel, capacity: int) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin [capacity, 1, head_dim] in the model's dtype and on its device, for positions
-    0..capacity-1 (of layer type `kind`'s rope: rope_kinds), the same bits on every CPU (above)."""
-    inv_freq, scaling = inverse_frequencies(model, kind)
+    0..capacity-1, the same bits on every CPU (above)."""
+    inv_freq, scaling = inverse_frequencies(model)
     angles = torch.arange(capacity, dtype=torch.float32)[:, None] * inv_freq  # [capacity, half]
     embed = model.model.embed_tokens.weight
     tables = []

@@ -36,7 +36,7 @@ from pld_cli.runtime.native.model import (
     sliding_window,
 )
 from pld_cli.runtime.native.quantized.quantize import layouts
-from pld_cli.runtime.native.rope import rope_kinds, rope_tables
+from pld_cli.runtime.native.rope import rope_tables
 
 PATHS = ("plain", "padded")  # the linear layouts the calibration chooses between, per pass size
 PREFILL_SLICE = 256  # prompt rows per pass of the C decoder
@@ -45,19 +45,17 @@ PREFILL_SLICE = 256  # prompt rows per pass of the C decoder
 @dataclass(frozen=True)
 class Placement:
     """Where a pass's rows sit: the cache slots their keys and values go to, the cache span
-    attention reads (:end), their rotations [q, 1, head_dim] (one per rotary table: rope.py's
-    `rope_kinds`), the additive mask [groups * q, end] (None: every slot) and the one of windowed
-    layers, whether the linear layers take the padded layout, and whether attention runs one row
-    at a time (`rowwise`: over slots :end - q + 1 + i for row i, no mask)."""
+    attention reads (:end), their rotations [q, 1, head_dim], the additive mask [groups * q, end]
+    (None: every slot), whether the linear layers take the padded layout, and whether attention
+    runs one row at a time (`rowwise`: over slots :end - q + 1 + i for row i, no mask)."""
 
     slots: slice | torch.Tensor
     end: int
-    cos: tuple[torch.Tensor, ...]
-    sin: tuple[torch.Tensor, ...]
+    cos: torch.Tensor
+    sin: torch.Tensor
     mask: torch.Tensor | None
     padded: bool
     rowwise: bool = False
-    window_mask: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -80,10 +78,7 @@ class NativeRuntime:
         weights = self.weights
         self.context_limit = min(context_limit(model), capacity)
         window = sliding_window(model.config)
-        self.windows = {layer.window for layer in weights.layers} - {None}  # Gemma 3's
-        if len(self.windows) > 1:
-            raise Unsupported(f"attention windows of several sizes ({sorted(self.windows)})")
-        if window is not None and window < self.context_limit and not self.windows:
+        if window is not None and window < self.context_limit:
             raise Unsupported(
                 f"a sliding window of {window} positions, under the {self.context_limit} used"
             )
@@ -100,10 +95,7 @@ class NativeRuntime:
         shape = (len(weights.layers), weights.kv_heads, regions * self.span, weights.head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=self.device)
         self.values = torch.zeros_like(self.keys)
-        # [capacity, 1, head_dim] each, per rotary table (Gemma 3: its sliding and global ones)
-        kinds = rope_kinds(model.config)
-        self.ropes = [rope_tables(model, self.context_limit, kind) for kind in kinds]
-        self.cos, self.sin = self.ropes[0]
+        self.cos, self.sin = rope_tables(model, self.context_limit)  # [capacity, 1, head_dim]
         self.groups = weights.heads // weights.kv_heads
         # Decode and verify passes of quantized weights attend row by row (exactness, below):
         # through the C kernel where it is built and takes this cache.
@@ -111,7 +103,9 @@ class NativeRuntime:
         self.row_kernel = rows_by_kernel and library.kernel("attend_rows") is not None
         # ... and, with int8 in groups, run all their layers in one C call (decoder.py).
         fused = self.device.type == "cpu" and decoder.fits(weights, dtype)
-        self.decoder = CDecoder(weights, self.keys, self.values, self.ropes) if fused else None
+        self.decoder = (
+            CDecoder(weights, self.keys, self.values, self.cos, self.sin) if fused else None
+        )
         self._length = 0
         self.graphs = None  # NativeGraphs, once captured (CUDA)
 
@@ -193,16 +187,12 @@ class NativeRuntime:
         start, q = self._length, len(ids)
         if self.decoder is not None:
             return self.run_pieces([Piece(0, start, ids, keep)])[0]
-        x = self.weights.embedded(torch.tensor(list(ids), device=self.device))  # [q, hidden]
-        cos = tuple(c[start : start + q] for c, _ in self.ropes)  # [q, 1, head_dim] each
-        sin = tuple(s[start : start + q] for _, s in self.ropes)
+        x = self.weights.embed[torch.tensor(list(ids), device=self.device)]  # [q, hidden]
+        cos, sin = self.cos[start : start + q], self.sin[start : start + q]  # [q, 1, head_dim]
         mask = self.causal_mask(q, start, x.dtype)  # [groups * q, start + q] or None
-        windowed = [self.causal_mask(q, start, x.dtype, window) for window in self.windows]
         padded = self.layout.path(q) == "padded"
         rowwise = self.scheme is not None and keep == q  # a decode or verify pass
-        at = Placement(
-            slice(start, start + q), start + q, cos, sin, mask, padded, rowwise, *windowed
-        )
+        at = Placement(slice(start, start + q), start + q, cos, sin, mask, padded, rowwise)
         return self.layers(x, at, keep)
 
     @torch.inference_mode()
@@ -212,19 +202,12 @@ class NativeRuntime:
         """A pass whose shapes depend on len(ids) only, for CUDA graphs: ids, cache slots and
         position ids [s] are device tensors, attention spans the whole cache (masked past each
         row's own slot). Logits [s, vocab]; moves no length."""
-        x = self.weights.embedded(ids)  # [s, hidden]
-        cos = tuple(c[positions] for c, _ in self.ropes)  # [s, 1, head_dim] each
-        sin = tuple(s[positions] for _, s in self.ropes)
+        x = self.weights.embed[ids]  # [s, hidden]
+        cos, sin = self.cos[positions], self.sin[positions]  # [s, 1, head_dim]
         capacity = self.keys.shape[2]
-        slot = torch.arange(capacity, device=self.device)[None]
-        seen = slot <= slots[:, None]  # [s, capacity]
+        seen = torch.arange(capacity, device=self.device)[None] <= slots[:, None]  # [s, capacity]
         mask = folded_mask(seen, self.groups, x.dtype)
-        windowed = [
-            folded_mask(seen & (slot > slots[:, None] - window), self.groups, x.dtype)
-            for window in self.windows
-        ]
-        at = Placement(slots, capacity, cos, sin, mask, False, False, *windowed)
-        return self.layers(x, at, len(ids))
+        return self.layers(x, Placement(slots, capacity, cos, sin, mask, False), len(ids))
 
     @torch.inference_mode()
     def run_pieces(self, pieces: Sequence[Piece]) -> list[torch.Tensor]:
@@ -233,7 +216,7 @@ class NativeRuntime:
         rows' logits [keep, vocab] returned in order. The decoder applies the final norm itself
         (its fixed order, not torch's), so only the head's product runs here. Moves no length."""
         ids = [token for piece in pieces for token in piece.ids]
-        x = self.weights.embedded(torch.tensor(ids, device=self.device))  # [rows, hidden]
+        x = self.weights.embed[torch.tensor(ids, device=self.device)]  # [rows, hidden]
         segments = [Segment(len(p.ids), p.region * self.span, p.start) for p in pieces]
         normed = self.decoder(x, segments).to(x.dtype)
         ends = torch.tensor([len(p.ids) for p in pieces]).cumsum(0).tolist()
@@ -255,12 +238,11 @@ class NativeRuntime:
         w, padded, rowwise = self.weights, at.padded, at.rowwise
         for i, layer in enumerate(w.layers):
             h = rms_norm(x, layer.attention_norm, w.eps)
-            x = x + post_norm(self.attention(i, layer, h, at), layer.post_attention_norm, w.eps)
+            x = x + self.attention(i, layer, h, at)
             h = rms_norm(x, layer.mlp_norm, w.eps)
             gate_up = linear(h, layer.gate_up, layer.gate_up_bias, padded, rowwise)
             gate, up = gate_up.chunk(2, -1)
-            y = linear(w.act(gate) * up, layer.down, layer.down_bias, padded, rowwise)
-            x = x + post_norm(y, layer.post_mlp_norm, w.eps)
+            x = x + linear(w.act(gate) * up, layer.down, layer.down_bias, padded, rowwise)
         return x
 
     def attention(self, i: int, layer: Layer, h: torch.Tensor, at: Placement) -> torch.Tensor:
@@ -271,8 +253,7 @@ class NativeRuntime:
         query, key = query.view(q, w.heads, d), key.view(q, w.kv_heads, d)
         if layer.q_norm is not None:  # Qwen3: RMSNorm over each head before the rotation
             query, key = rms_norm(query, layer.q_norm, w.eps), rms_norm(key, layer.k_norm, w.eps)
-        cos, sin = at.cos[layer.rope], at.sin[layer.rope]
-        query, key = rotate(query, cos, sin), rotate(key, cos, sin)
+        query, key = rotate(query, at.cos, at.sin), rotate(key, at.cos, at.sin)
         self.keys[i, :, at.slots] = key.transpose(0, 1)  # [kv_heads, q, d]
         self.values[i, :, at.slots] = value.view(q, w.kv_heads, d).transpose(0, 1)
         if at.rowwise:
@@ -283,29 +264,17 @@ class NativeRuntime:
                 at.end,
                 w.scaling,
                 self.row_kernel,
-                layer.window,
             )  # [heads, q, d]
         else:
             keys, values = self.keys[i, None, :, : at.end], self.values[i, None, :, : at.end]
-            mask = at.mask if layer.window is None else at.window_mask
-            out = folded_sdpa(query.transpose(0, 1), keys, values, mask, w.scaling)
+            out = folded_sdpa(query.transpose(0, 1), keys, values, at.mask, w.scaling)
         out = out.transpose(0, 1).reshape(q, w.heads * d)
         return linear(out, layer.out, layer.out_bias, padded, at.rowwise)
 
-    def causal_mask(
-        self, q: int, start: int, dtype: torch.dtype, window: int | None = None
-    ) -> torch.Tensor | None:
-        """Additive mask [groups * q, start + q]: row (g, i) sees slots up to start + i (and,
-        with a window, the last `window` of them). None where every row sees every written slot
-        (one position within its window)."""
-        if q == 1 and (window is None or start < window):
+    def causal_mask(self, q: int, start: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """Additive mask [groups * q, start + q]: row (g, i) sees slots up to start + i. None for
+        one position, which sees every written slot."""
+        if q == 1:
             return None
         seen = torch.ones(q, start + q, dtype=torch.bool, device=self.device).tril(start)
-        if window is not None:
-            seen = seen.triu(start - window + 1)
         return folded_mask(seen, self.groups, dtype)
-
-
-def post_norm(y: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
-    """Gemma 3's norm of a sublayer's output before the residual sum; y itself without one."""
-    return y if weight is None else rms_norm(y, weight, eps)

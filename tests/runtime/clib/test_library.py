@@ -84,7 +84,6 @@ def test_a_kernel_given_sizes_it_does_not_take_refuses_them(fresh):
         24,
         1,
         1,
-        0,
         1.0,
         query.data_ptr(),
     )  # head_dim 24: not a multiple of 16

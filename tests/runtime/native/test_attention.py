@@ -38,28 +38,6 @@ def test_the_kernel_is_sdpa_over_each_rows_own_slots(end):
 
 
 @needs_kernel
-@pytest.mark.parametrize("end, window", [(9, 4), (300, 100), (520, 256), (700, 300), (40, 512)])
-def test_a_windowed_row_sees_its_last_window_slots_and_alone_the_same_bits(end, window):
-    """Gemma 3's sliding layers: row i over the last `window` of its slots, its first chunk cut
-    at its lowest slot (windows starting inside chunks past the first), each row as if alone."""
-    keys, values = cache(0)
-    rows = min(end, 8)
-    query, first = queries(rows), end - rows + 1
-    got = attend_rows(query, keys, values, end, 0.125, use_kernel=True, window=window)
-    want = torch.cat(
-        [
-            row_sdpa(query[:, i : i + 1], keys, values, first + i, 0.125, window)
-            for i in range(rows)
-        ],
-        1,
-    )
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    for i in range(rows):
-        alone = attend_rows(query[:, i : i + 1], keys, values, first + i, 0.125, True, window)
-        assert torch.equal(alone, got[:, i : i + 1])
-
-
-@needs_kernel
 @pytest.mark.parametrize("end", [30, 256, 513, 700])
 @pytest.mark.parametrize("d", [64, 128, 32])  # the kernel takes rows four, two and one at a time
 def test_a_row_gets_the_same_bits_alone_or_in_a_pass(end, d):

@@ -10,7 +10,7 @@ import torch
 from native_families import FAMILIES, SHAPE, rope
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from pld_cli.runtime.native.rope import inverse_frequencies, rope_kinds, rope_tables
+from pld_cli.runtime.native.rope import inverse_frequencies, rope_tables
 
 POSITIONS = 4096
 # A Qwen2.5-like rope (head_dim 128, base 10^6), where torch's power rounds one inverse frequency
@@ -34,10 +34,9 @@ MODELS = {
 }
 
 
-def transformers_tables(model, positions: int, kind: str | None) -> tuple[torch.Tensor, ...]:
+def transformers_tables(model, positions: int) -> tuple[torch.Tensor, torch.Tensor]:
     embed = model.model.embed_tokens.weight
-    types = {} if kind is None else {"layer_type": kind}  # Gemma 3: a rope per layer type
-    cos, sin = model.model.rotary_emb(embed[:1], torch.arange(positions)[None], **types)
+    cos, sin = model.model.rotary_emb(embed[:1], torch.arange(positions)[None])
     return cos[0, :, None], sin[0, :, None]
 
 
@@ -47,20 +46,17 @@ def test_the_tables_are_within_float32_rounding_of_transformers(name):
     size's step: the inverse frequency's and the product's), and of each cosine and sine."""
     torch.manual_seed(0)
     model = MODELS[name]().eval()
-    for kind in rope_kinds(model.config):
-        prefix = "" if kind is None else f"{kind}_"
-        inv_freq, scaling = inverse_frequencies(model, kind)
-        theirs = getattr(model.model.rotary_emb, f"{prefix}inv_freq")
-        eps = torch.finfo(torch.float32).eps
-        assert ((inv_freq - theirs).abs() <= eps * theirs).all()
-        assert scaling == getattr(model.model.rotary_emb, f"{prefix}attention_scaling")
-        angles = torch.arange(POSITIONS, dtype=torch.float32)[:, None] * inv_freq
-        bound = (eps * (2 * torch.cat([angles, angles], -1) + 1) * scaling)[:, None]
-        ours = rope_tables(model, POSITIONS, kind)
-        reference = transformers_tables(model, POSITIONS, kind)
-        for table, expected in zip(ours, reference, strict=True):
-            assert table.shape == expected.shape and table.dtype == expected.dtype
-            assert ((table - expected).abs() <= bound).all()
+    inv_freq, scaling = inverse_frequencies(model)
+    theirs = model.model.rotary_emb.inv_freq
+    eps = torch.finfo(torch.float32).eps
+    assert ((inv_freq - theirs).abs() <= eps * theirs).all()
+    assert scaling == model.model.rotary_emb.attention_scaling
+    angles = torch.arange(POSITIONS, dtype=torch.float32)[:, None] * inv_freq
+    bound = (eps * (2 * torch.cat([angles, angles], -1) + 1) * scaling)[:, None]
+    ours = rope_tables(model, POSITIONS)
+    for table, reference in zip(ours, transformers_tables(model, POSITIONS), strict=True):
+        assert table.shape == reference.shape and table.dtype == reference.dtype
+        assert ((table - reference).abs() <= bound).all()
 
 
 BUILD = """

@@ -4,9 +4,7 @@
    kernels cost as much again (a hundred small operations per layer, each a dispatch; figures in
    docs/design-measurements.md). Here the whole pass is C: per layer the RMSNorm,
    the q/k/v product (grouped.c), bias, q/k norms (Qwen3), the rotation, the cache writes,
-   attention (row_attention.c), the output product, the residual, and the gated SiLU MLP (Gemma
-   3: GELU (tanh), the sublayers' outputs normed before their sums, per layer a rotary table and
-   an attention window, decoder.h's Block); after
+   attention (row_attention.c), the output product, the residual, and the gated SiLU MLP; after
    the last layer the final norm, so what leaves is the LM head's input and no float step between
    the embedding and the head runs in torch (whose sums take the order its kernels choose, per
    version and instruction set: nothing it promises).
@@ -70,24 +68,16 @@ static void rotate(float* x, int64_t d, const float* cos, const float* sin) {
   }
 }
 
-/* sigmoid(u) through e = e^-|u| (no overflow): 1 / (1 + e) for u >= 0 and e / (1 + e) below
-   (no cancellation). */
-static inline vf16 sigmoid_of(vf16 u) {
+/* out [n] = silu(gate) * up, silu(g) = g sigmoid(g), through e = e^-|g| (no overflow): sigmoid(g)
+   is 1 / (1 + e) for g >= 0 and e / (1 + e) below (no cancellation). */
+static void gated_silu(const float* gate, const float* up, int64_t n, float* out) {
   const vf16 one = vf_set1(1.0f);
-  vf16 small = vf_exp(vf_sub(vf_zero(), vf_abs(u)));
-  vf16 below = vf_div(one, vf_add(one, small)); /* sigmoid(|u|) */
-  return vf_if_negative(u, vf_mul(small, below), below);
-}
-
-/* out [n] = act(gate) * up: silu(g) = g sigmoid(g), or (ACT_GELU_TANH) GELU's tanh form
-   g (1 + tanh(u)) / 2 = g sigmoid(2u), u = sqrt(2 / pi) (g + 0.044715 g^3). */
-static void gated(int64_t act, const float* gate, const float* up, int64_t n, float* out) {
-  const vf16 twice_root = vf_set1(2.0f * 0.7978845608028654f), cubic = vf_set1(0.044715f);
   for (int64_t e = 0; e < n; e += 16) {
-    vf16 g = vf_load_n(gate + e, n - e), u = g;
-    if (act == ACT_GELU_TANH)
-      u = vf_mul(twice_root, vf_add(g, vf_mul(cubic, vf_mul(g, vf_mul(g, g)))));
-    vf_store_n(out + e, vf_mul(vf_mul(g, sigmoid_of(u)), vf_load_n(up + e, n - e)), n - e);
+    vf16 g = vf_load_n(gate + e, n - e);
+    vf16 small = vf_exp(vf_sub(vf_zero(), vf_abs(g)));
+    vf16 below = vf_div(one, vf_add(one, small)); /* sigmoid(|g|) */
+    vf16 sigmoid = vf_if_negative(g, vf_mul(small, below), below);
+    vf_store_n(out + e, vf_mul(vf_mul(g, sigmoid), vf_load_n(up + e, n - e)), n - e);
   }
 }
 
@@ -104,8 +94,7 @@ static void place(const Decoder* m, const Block* b, const Segment* g, float* qkv
   for (int64_t i = 0; i < g->rows; i++) {
     float* row = qkv + i * width;
     int64_t position = g->start + i;
-    const float* cos = (b->cos ? b->cos : m->cos) + position * d;
-    const float* sin = (b->sin ? b->sin : m->sin) + position * d;
+    const float *cos = m->cos + position * d, *sin = m->sin + position * d;
     for (int64_t h = 0; h < m->heads + m->kv_heads; h++) {
       float* head = row + h * d;
       if (b->q_norm) rms_norm(head, d, h < m->heads ? b->q_norm : b->k_norm, m->eps, head);
@@ -137,8 +126,7 @@ static int attention(const Decoder* m, int64_t l, const Block* b, const Segment*
     float* attended = s->attended + first * m->heads * d;
     place(m, b, g, s->qkv + first * width, keys, values, query);
     int code = attend_rows(query, keys + g->base * d, values + g->base * d, m->heads,
-                           m->kv_heads, g->rows, d, m->slots, g->start + 1, b->window, m->scaling,
-                           attended);
+                           m->kv_heads, g->rows, d, m->slots, g->start + 1, m->scaling, attended);
     if (code != 0) return code;
 #pragma omp parallel for schedule(static) if (g->rows >= SPREAD_ROWS)
     for (int64_t i = 0; i < g->rows; i++)
@@ -150,45 +138,42 @@ static int attention(const Decoder* m, int64_t l, const Block* b, const Segment*
   return 0;
 }
 
-/* Row i of x [rows, hidden] += y's row i (first normed in place by `post`, where there is one),
-   then its RMSNorm into h (the next step's input). */
-static void add_and_norm(float* x, float* y, int64_t i, int64_t hidden, const float* post,
-                         const float* weight, float eps, float* h) {
+/* Row i of x [rows, hidden] += y's row i, then its RMSNorm into h (the next step's input). */
+static void add_and_norm(float* x, const float* y, int64_t i, int64_t hidden, const float* weight,
+                         float eps, float* h) {
   float* row = x + i * hidden;
-  if (y && post) rms_norm(y + i * hidden, hidden, post, eps, y + i * hidden);
   if (y)
     for (int64_t e = 0; e < hidden; e++) row[e] = row[e] + y[i * hidden + e];
   if (weight) rms_norm(row, hidden, weight, eps, h + i * hidden);
 }
 
-/* The row-wise steps between products: (y = post-norm(y), x += y), then h = norm(x), each row on
-   its own (so on any core: the same bits). A pass of SPREAD_ROWS rows or more spreads them over
-   the cores. */
-static void rows_add_and_norm(float* x, float* y, int64_t rows, int64_t hidden, const float* post,
+/* The row-wise steps between products: (x += y), then h = norm(x), each row on its own (so on
+   any core: the same bits). A pass of SPREAD_ROWS rows or more spreads them over the cores. */
+static void rows_add_and_norm(float* x, const float* y, int64_t rows, int64_t hidden,
                               const float* weight, float eps, float* h) {
 #pragma omp parallel for schedule(static) if (rows >= SPREAD_ROWS)
-  for (int64_t i = 0; i < rows; i++) add_and_norm(x, y, i, hidden, post, weight, eps, h);
+  for (int64_t i = 0; i < rows; i++) add_and_norm(x, y, i, hidden, weight, eps, h);
 }
 
 static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, const Segment* segments,
                  int64_t count, Scratch* s) {
   const Block* b = m->blocks + l;
   int64_t hidden = m->hidden, inner = outputs_of(&b->gate_up) / 2;
-  rows_add_and_norm(x, NULL, rows, hidden, NULL, b->attention_norm, m->eps, s->h);
+  rows_add_and_norm(x, NULL, rows, hidden, b->attention_norm, m->eps, s->h);
   int code = product(&b->qkv, s->h, rows, s->qkv);
   if (code == 0) code = attention(m, l, b, segments, count, s);
   if (code == 0) code = product(&b->out, s->merged, rows, s->y);
   if (code != 0) return code;
-  rows_add_and_norm(x, s->y, rows, hidden, b->post_attention_norm, b->mlp_norm, m->eps, s->h);
+  rows_add_and_norm(x, s->y, rows, hidden, b->mlp_norm, m->eps, s->h);
   code = product(&b->gate_up, s->h, rows, s->gate_up);
   if (code != 0) return code;
 #pragma omp parallel for schedule(static) if (rows >= SPREAD_ROWS)
   for (int64_t i = 0; i < rows; i++) {
     const float* gate = s->gate_up + i * 2 * inner;
-    gated(m->act, gate, gate + inner, inner, s->act + i * inner);
+    gated_silu(gate, gate + inner, inner, s->act + i * inner);
   }
   code = product(&b->down, s->act, rows, s->y);
-  if (code == 0) rows_add_and_norm(x, s->y, rows, hidden, b->post_mlp_norm, NULL, m->eps, NULL);
+  if (code == 0) rows_add_and_norm(x, s->y, rows, hidden, NULL, m->eps, NULL);
   return code;
 }
 
@@ -197,12 +182,11 @@ static int layer(const Decoder* m, int64_t l, float* x, int64_t rows, const Segm
 static int shapes_agree(const Decoder* m) {
   int64_t d = m->head_dim, attended = m->heads * d;
   int ok = m->layers > 0 && m->hidden > 0 && m->kv_heads > 0 && m->heads % m->kv_heads == 0 &&
-           m->norm != NULL && (m->act == ACT_SILU || m->act == ACT_GELU_TANH);
+           m->norm != NULL;
   for (int64_t l = 0; ok && l < m->layers; l++) {
     const Block* b = m->blocks + l;
-    ok = b->window >= 0 && (b->cos == NULL) == (b->sin == NULL);
     const int64_t gate_up = outputs_of(&b->gate_up);
-    ok = ok && outputs_of(&b->qkv) == attended + 2 * m->kv_heads * d && b->qkv.cols == m->hidden &&
+    ok = outputs_of(&b->qkv) == attended + 2 * m->kv_heads * d && b->qkv.cols == m->hidden &&
          outputs_of(&b->out) == m->hidden && b->out.cols == attended &&
          b->gate_up.cols == m->hidden && gate_up % 2 == 0 && b->down.cols == gate_up / 2 &&
          outputs_of(&b->down) == m->hidden;
@@ -248,7 +232,7 @@ int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t cou
   for (int k = 0; k < 8; k++) code |= all[k] == NULL ? -1 : 0;
   for (int64_t l = 0; l < m->layers && code == 0; l++)
     code = layer(m, l, x, rows, segments, count, &s);
-  if (code == 0) rows_add_and_norm(x, NULL, rows, m->hidden, NULL, m->norm, m->eps, x);
+  if (code == 0) rows_add_and_norm(x, NULL, rows, m->hidden, m->norm, m->eps, x);
   for (int k = 0; k < 8; k++) free(all[k]);
   return code;
 }

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define PLD_ABI_VERSION 8 /* raised with any change of a signature or a table below */
+#define PLD_ABI_VERSION 7 /* raised with any change of a signature or a table below */
 
 #define SUPER_VALUES 256 /* inputs per factor in the K-quants' form: a K-quant's block */
 
@@ -39,20 +39,10 @@ typedef struct {
   const float* k_norm;
   const float* mlp_norm; /* [hidden] */
   Matrix qkv, out, gate_up, down;
-  /* Gemma 3: the norms of the attention's and the MLP's outputs before each residual sum (NULL:
-     none); the layer's own rotary table [positions, head_dim] (NULL: the Decoder's); its
-     attention window (0: every slot before a row) */
-  const float* post_attention_norm;
-  const float* post_mlp_norm;
-  const float* cos;
-  const float* sin;
-  int64_t window;
 } Block;
 
-enum { ACT_SILU = 0, ACT_GELU_TANH = 1 }; /* Decoder.act: the MLP's gate activation */
-
 typedef struct {
-  int64_t layers, hidden, heads, kv_heads, head_dim, slots, act;
+  int64_t layers, hidden, heads, kv_heads, head_dim, slots;
   float eps, scaling;
   const Block* blocks;
   const float* norm; /* [hidden]: the final norm, after the last layer */
@@ -73,7 +63,7 @@ int grouped_mm(const float* x, int64_t M, const Matrix* w, float* y);
 int grouped_mm_into(const float* x, int64_t M, const Matrix* w, float* y, int64_t stride);
 int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
-                int64_t window, float scale, float* out);
+                float scale, float* out);
 int decode_rows(const Decoder* m, float* x, const Segment* segments, int64_t count);
 
 #endif

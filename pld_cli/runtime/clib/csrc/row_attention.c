@@ -6,11 +6,7 @@
    cache alone: its slots are split into chunks of CHUNK (by position, never by the number of rows
    or threads), each chunk's softmax partial computed in one fixed order (simd.h's lanes and
    trees, so every variant gives the same bits), and the chunks combined in order. Rows and chunks
-   run in parallel over OpenMP (torch's own runtime: same soname).
-
-   A window (Gemma 3's sliding layers) keeps each row to its last `window` slots: its chunks are
-   still the fixed ones by position, the first of them cut at the row's lowest slot, and such a
-   row is a task of its own (its range depends on its own position alone). */
+   run in parallel over OpenMP (torch's own runtime: same soname). */
 
 #include <math.h>
 #include <stdint.h>
@@ -129,25 +125,18 @@ static void combine(const float* p, int64_t chunks, int64_t d, float* o) {
   for (int64_t e = 0; e < d; e++) o[e] /= total;
 }
 
-/* The lowest slot a row that sees `seen` slots attends to: the last `window` (0: all). */
-static int64_t lowest(int64_t seen, int64_t window) {
-  return window > 0 && seen > window ? seen - window : 0;
-}
-
 /* Attention of query [heads, rows, d] over keys/values [kv_heads, stride, d]: row i sees slots
-   [0, first + i) (with a window > 0, the last `window` of them), each row computed as a pass
-   over that row alone computes it. out [heads, rows, d]. Returns 0, -1 where memory for the
-   chunks' partials could not be had, -2 for sizes it does not take (d a multiple of 16 up to
-   MAXD, heads a multiple of kv_heads, rows within stride, window not negative). */
+   [0, first + i), each row computed as a pass over that row alone computes it. out [heads, rows,
+   d]. Returns 0, -1 where memory for the chunks' partials could not be had, -2 for sizes it does
+   not take (d a multiple of 16 up to MAXD, heads a multiple of kv_heads, rows within stride). */
 int attend_rows(const float* query, const float* keys, const float* values, int64_t heads,
                 int64_t kv_heads, int64_t rows, int64_t d, int64_t stride, int64_t first,
-                int64_t window, float scale, float* out) {
+                float scale, float* out) {
   if (d <= 0 || d % 16 || d > MAXD || kv_heads <= 0 || heads % kv_heads || rows <= 0 ||
-      first <= 0 || first + rows - 1 > stride || window < 0)
+      first <= 0 || first + rows - 1 > stride)
     return -2;
   int64_t last = first + rows - 1, most = (last + CHUNK - 1) / CHUNK, groups = heads / kv_heads;
-  int64_t per = window > 0 ? 1 : block_rows(d), blocks = (rows + per - 1) / per;
-  int64_t tasks = heads * blocks * most;
+  int64_t per = block_rows(d), blocks = (rows + per - 1) / per, tasks = heads * blocks * most;
   float* part = malloc(sizeof(float) * heads * rows * most * (d + 2));
   if (part == NULL) return -1;
   /* Tasks by head, then chunk, then block of rows: a thread's consecutive tasks read the same
@@ -158,31 +147,20 @@ int attend_rows(const float* query, const float* keys, const float* values, int6
   for (int64_t t = 0; t < tasks; t++) {
     int64_t b = t % blocks, c = (t / blocks) % most, h = t / (most * blocks), from = c * CHUNK;
     int64_t i = b * per, end = i + per < rows ? i + per : rows, n[BLOCK_ROWS];
-    /* rows that see none of the chunk: before it, or (a window's row alone) past it */
-    for (; i < end && (first + i <= from || lowest(first + i, window) >= from + CHUNK); i++) {
+    for (; i < end && first + i <= from; i++) { /* rows that see none of the chunk */
       float* p = part + ((h * rows + i) * most + c) * (d + 2);
       p[0] = -INFINITY;
       p[1] = 0;
     }
     if (i == end) continue;
-    if (window > 0) { /* one row, from its lowest slot in this chunk */
-      int64_t low = lowest(first + i, window), start = low > from ? low : from;
-      int64_t top = first + i < from + CHUNK ? first + i : from + CHUNK, n1 = top - start;
-      const float *k = keys + (h / groups) * stride * d, *v = values + (h / groups) * stride * d;
-      chunk(query + (h * rows + i) * d, k, v, d, start, &n1, 1, scale,
-            part + ((h * rows + i) * most + c) * (d + 2), most * (d + 2));
-      continue;
-    }
     for (int64_t r = i; r < end; r++) n[r - i] = first + r - from < CHUNK ? first + r - from : CHUNK;
     const float *k = keys + (h / groups) * stride * d, *v = values + (h / groups) * stride * d;
     chunk(query + (h * rows + i) * d, k, v, d, from, n, (int)(end - i), scale,
           part + ((h * rows + i) * most + c) * (d + 2), most * (d + 2));
   }
 #pragma omp parallel for schedule(static) if (rows >= SPREAD_ROWS)
-  for (int64_t r = 0; r < heads * rows; r++) { /* r: head r / rows, row r % rows */
-    int64_t seen = first + r % rows, low = lowest(seen, window) / CHUNK;
-    combine(part + (r * most + low) * (d + 2), (seen + CHUNK - 1) / CHUNK - low, d, out + r * d);
-  }
+  for (int64_t r = 0; r < heads * rows; r++) /* r: head r / rows, row r % rows */
+    combine(part + r * most * (d + 2), (first + r % rows + CHUNK - 1) / CHUNK, d, out + r * d);
   free(part);
   return 0;
 }

@@ -32,7 +32,6 @@ from pld_cli.runtime.native.model import (
     adopt,
     block_layer,
     check_covered,
-    norm_weight,
     shape,
 )
 from pld_cli.runtime.native.quantized import grouped
@@ -76,7 +75,7 @@ def quantize_model(
     embed = head if tied else GroupedRows(model.model.embed_tokens.weight.data)
     release(model.model.embed_tokens)
     release(model.lm_head)
-    weights = NativeWeights(embed, layers, norm_weight(model.model.norm), head, **shape(model))
+    weights = NativeWeights(embed, layers, model.model.norm.weight.data, head, **shape(model))
     mark(model, weights, scheme)
     return weights
 

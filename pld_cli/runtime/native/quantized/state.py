@@ -14,7 +14,7 @@ import torch
 from transformers import PreTrainedModel
 
 from pld_cli.runtime.clib.tables import MATRICES
-from pld_cli.runtime.native.model import Layer, NativeWeights, layer_ropes, layer_windows, shape
+from pld_cli.runtime.native.model import Layer, NativeWeights, shape
 from pld_cli.runtime.native.quantized.embedding import GroupedRows
 from pld_cli.runtime.native.quantized.grouped import GroupedMatrix
 from pld_cli.runtime.native.quantized.parts import GroupedParts
@@ -22,7 +22,6 @@ from pld_cli.runtime.native.quantized.quantize import layer_matrix, mark, requir
 from pld_cli.runtime.native.quantized.scheme import Scheme
 
 FORMAT = "7"  # bumped whenever the tensors' layout changes, so an old copy is not read
-FROM_CONFIG = ("window", "rope")  # a Layer's fields the config gives: not stored
 
 
 def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
@@ -32,8 +31,6 @@ def flatten(weights: NativeWeights) -> dict[str, torch.Tensor]:
     for i, layer in enumerate(weights.layers):
         for field in fields(Layer):
             value, name = getattr(layer, field.name), f"layers.{i}.{field.name}"
-            if field.name in FROM_CONFIG:
-                continue
             if isinstance(value, torch.Tensor):
                 state[name] = value
             elif value is not None:
@@ -57,12 +54,9 @@ def restore(
     require_kernels(scheme)
     matrix = layer_matrix(scheme)
     layers = []
-    config = model.config
-    for i, window, rope in zip(
-        range(len(model.model.layers)), layer_windows(config), layer_ropes(config), strict=True
-    ):
-        values = {"window": window, "rope": rope}
-        for field in [f for f in fields(Layer) if f.name not in FROM_CONFIG]:
+    for i in range(len(model.model.layers)):
+        values = {}
+        for field in fields(Layer):
             name = f"layers.{i}.{field.name}"
             values[field.name] = take(
                 state, name, matrix if field.name in MATRICES else None, dtype
