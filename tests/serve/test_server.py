@@ -59,7 +59,12 @@ def test_a_chat_answer_is_what_pld_summarize_prints(pld_server, pld, tmp_path):
     assert status == 200 and content.strip() + "\n" == out
     assert streamed_text(streamed) == content
     *chunks, usage, done = streamed
+    # The second request finds the first's prompt kept: only the cached count may differ.
+    kept, first = (
+        u.pop("prompt_tokens_details")["cached_tokens"] for u in (usage["usage"], answer["usage"])
+    )
     assert done == "[DONE]" and usage["usage"] == answer["usage"] and not usage["choices"]
+    assert first < kept <= answer["usage"]["prompt_tokens"]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert chunks[-1]["choices"][0]["finish_reason"] == answer["choices"][0]["finish_reason"]
     assert answer["usage"]["completion_tokens"] <= 64
