@@ -18,10 +18,10 @@
 
    Each input row is rounded, per group, to whole steps X = x / a with |X| <= 127 (a: the group's
    largest |x| / 127), one signed byte each, as llama.cpp rounds its activations for its 4- and
-   8-bit types (docs/quantized.md measures the choice against 16-bit steps). Over a group each
-   output gets the exact integer u . X, however the instruction set computes it (group_dots.h:
-   vpdpbusd, vpmaddubsw, vpmaddwd or plain C); then one conversion to float, one scale (the group's weight
-   scales times a) and two multiply-adds per group and output (the offsets add offset times a
+   8-bit types (docs/batching.md, "Inputs as bytes: taken", measures the choice against 16-bit
+   steps). Over a group each output gets the exact integer u . X, however the instruction set
+   computes it (group_dots.h: vpdpbusd, vpmaddubsw, vpmaddwd or plain C); then one conversion to
+   float, one scale (the group's weight scales times a) and two multiply-adds per group and output (the offsets add offset times a
    times the group's sum of X), in simd.h's lane-wise operations. So each output of each row is
    computed from that row and the weights alone, group after group in order, with the same bits on
    every variant, whatever the number of rows or threads: a verify pass gives each row what a
